@@ -1,0 +1,198 @@
+// Package vfs is the filesystem seam of filesink: every file the local
+// backend and the checkpoint store touch goes through an FS, so tests can
+// replace the operating system with a crash-simulating or error-injecting
+// filesystem.
+//
+// # Contract
+//
+// Implementations must follow POSIX semantics for the durability rules that
+// filesink relies on:
+//
+//   - Data written to a File is durable only after File.Sync returns nil.
+//   - A directory entry (a file created, renamed or removed in a directory,
+//     or a subdirectory made) is durable only after SyncDir of that directory
+//     returns nil.
+//   - RenameNoReplace is atomic and never replaces an existing entry: if
+//     newname exists it must return an error for which
+//     errors.Is(err, fs.ErrExist) is true and leave both names untouched.
+//   - Create must fail with fs.ErrExist if the name exists.
+//   - A failed Sync leaves the file in an unknown state; callers must not
+//     retry Sync on the same File (see ARCHITECTURE.md, invariant 4).
+//
+// Paths are slash-separated operating-system paths (absolute or relative).
+//
+// # Concurrency
+//
+// FS implementations are safe for concurrent use. A File is not; it is used
+// by one goroutine at a time.
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is an open file.
+type File interface {
+	io.Writer
+	io.Reader
+	io.ReaderAt
+	io.Closer
+	// Sync makes the file's written data durable.
+	Sync() error
+	// Truncate changes the file's size. Writes to a file opened with
+	// OpenAppend continue at the new end.
+	Truncate(size int64) error
+	// Stat returns the file's metadata; Size is the current (written) size.
+	Stat() (fs.FileInfo, error)
+}
+
+// FS is the set of filesystem operations filesink uses.
+type FS interface {
+	// Create makes a new, empty file open for writing. It fails with an error
+	// matching fs.ErrExist if name exists.
+	Create(name string) (File, error)
+	// OpenAppend opens an existing file for writing; every write appends at
+	// the current end of the file.
+	OpenAppend(name string) (File, error)
+	// Open opens an existing file for reading.
+	Open(name string) (File, error)
+	// Stat returns metadata of name; a missing name gives an error matching
+	// fs.ErrNotExist.
+	Stat(name string) (fs.FileInfo, error)
+	// Remove deletes a file or an empty directory.
+	Remove(name string) error
+	// RenameNoReplace atomically renames oldname to newname, failing with an
+	// error matching fs.ErrExist if newname exists. Both names must be in the
+	// same filesystem.
+	RenameNoReplace(oldname, newname string) error
+	// Mkdir makes one directory; it fails with fs.ErrExist if name exists.
+	Mkdir(name string, perm fs.FileMode) error
+	// ReadDir lists a directory, sorted by name.
+	ReadDir(name string) ([]fs.DirEntry, error)
+	// SyncDir makes the entries of directory name durable.
+	SyncDir(name string) error
+}
+
+// MkdirAllSync makes dir and every missing parent, syncing each parent
+// directory after a child was made in it, so that the whole path is durable
+// when it returns nil.
+func MkdirAllSync(fsys FS, dir string) error {
+	dir = filepath.Clean(dir)
+	if fi, err := fsys.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirAllSync(fsys, parent); err != nil {
+			return err
+		}
+	}
+	if err := fsys.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return fsys.SyncDir(parent)
+}
+
+// WriteFileSync creates name (which must not exist), writes data, syncs and
+// closes it. It does not sync the directory.
+func WriteFileSync(fsys FS, name string, data []byte) error {
+	f, err := fsys.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ReadFile reads the whole of name.
+func ReadFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// OS is the operating system's filesystem.
+type OS struct{}
+
+var _ FS = OS{}
+
+// Create implements FS.
+func (OS) Create(name string) (File, error) {
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+}
+
+// OpenAppend implements FS.
+func (OS) OpenAppend(name string) (File, error) {
+	return os.OpenFile(name, os.O_RDWR|os.O_APPEND, 0)
+}
+
+// Open implements FS.
+func (OS) Open(name string) (File, error) { return os.Open(name) }
+
+// Stat implements FS.
+func (OS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+
+// Remove implements FS.
+func (OS) Remove(name string) error { return os.Remove(name) }
+
+// Mkdir implements FS.
+func (OS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
+
+// ReadDir implements FS.
+func (OS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
+
+// SyncDir implements FS.
+func (OS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &fs.PathError{Op: "syncdir", Path: name, Err: err}
+	}
+	return nil
+}
+
+// RenameNoReplace implements FS with renameat2(RENAME_NOREPLACE); where the
+// filesystem does not support it, it falls back to link(2) + unlink(2),
+// which also never replaces an existing name. It never calls rename(2).
+func (OS) RenameNoReplace(oldname, newname string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, oldname, unix.AT_FDCWD, newname, unix.RENAME_NOREPLACE)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return &os.LinkError{Op: "renameat2", Old: oldname, New: newname, Err: err}
+	}
+	if err := os.Link(oldname, newname); err != nil {
+		return err
+	}
+	if err := os.Remove(oldname); err != nil {
+		return err
+	}
+	return nil
+}
