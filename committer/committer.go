@@ -1,0 +1,105 @@
+package committer
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/filesink/filesink/recovery"
+)
+
+// Snapshot is what a participant hands to the coordinator in phase 1.
+type Snapshot struct {
+	// State is restored with Participant.Restore after a crash.
+	State json.RawMessage
+	// Committables are published by Participant.Commit in phase 2.
+	Committables []json.RawMessage
+}
+
+// Participant is one sink subtask in the protocol. The coordinator calls its
+// methods one at a time.
+type Participant interface {
+	// Name identifies the participant across restarts; it must be stable
+	// (for example "filesink/0").
+	Name() string
+	// Prepare is phase 1 of checkpoint id. It must return only when every
+	// record handed to the participant before the call is durable, either in
+	// a returned committable or in the returned state; no record may remain
+	// in a buffer, queue, goroutine or unfinished upload. With final set, it
+	// must also close every open part, so that State holds nothing in
+	// progress.
+	Prepare(ctx context.Context, id uint64, final bool) (Snapshot, error)
+	// Commit publishes one committable of a decided checkpoint. It must be
+	// idempotent (committing a published committable again succeeds) and
+	// verified (succeeding only when the published data matches the record;
+	// if neither staging data nor a matching target exists it must return an
+	// error wrapping ErrDataLoss). Commit may run before Restore, during
+	// recovery, and must be safe to call concurrently with nothing else.
+	Commit(ctx context.Context, committable json.RawMessage) error
+	// Restore resets the participant to state, a State from a decided
+	// checkpoint (nil: a fresh start). Data written after that checkpoint
+	// must be discarded.
+	Restore(ctx context.Context, state json.RawMessage) error
+	// Sweep deletes this participant's orphaned staging data: data in its
+	// own namespace that is referenced neither by any of the retained
+	// records nor by its current state. It must never touch staging data a
+	// retained record references, nor data of other participants or sinks.
+	Sweep(ctx context.Context, retained []*recovery.Checkpoint) error
+}
+
+// Backend stages part files and publishes them: the small contract a file
+// sink's storage implements (committer/localfs, committer/s3). Every method
+// must be safe for concurrent use. Targets are slash-separated paths relative
+// to the backend's root; they never start with '/' and never contain a
+// component starting with '.' or '_'.
+type Backend interface {
+	// Open must start a new in-progress part file to be published as target.
+	// It must not be visible as finished output before Commit, and must fail
+	// if target or its staging data already exists.
+	Open(ctx context.Context, target string) (PartWriter, error)
+	// Resume must reopen the in-progress part file described by resumable (a
+	// value from PartWriter.Persist) so that the next write lands right after
+	// the recorded bytes: bytes written after that Persist are discarded.
+	// Fewer durable bytes than recorded is an error wrapping ErrDataLoss.
+	Resume(ctx context.Context, resumable json.RawMessage) (PartWriter, error)
+	// Commit must publish pending (a value from PartWriter.CloseForCommit)
+	// atomically and without replacing an existing target. It must be
+	// idempotent and verified: when the staging data is gone and the target
+	// exists with the recorded length (and checksum where the store has
+	// one), it returns nil; a target with other content is an error wrapping
+	// ErrAlreadyExists; staging and target both missing, or staging shorter
+	// than recorded, is an error wrapping ErrDataLoss.
+	Commit(ctx context.Context, pending json.RawMessage) error
+	// Sweep must delete staging data whose part name starts with namespace
+	// and that no entry of keep (resumables and pendings of retained
+	// checkpoints and live writers) references. It must not touch anything
+	// else.
+	Sweep(ctx context.Context, namespace string, keep []json.RawMessage) error
+	// Target returns the publish target named by a resumable or pending, for
+	// messages and audits.
+	Target(data json.RawMessage) (string, error)
+}
+
+// PartWriter writes one in-progress part file. Not safe for concurrent use.
+type PartWriter interface {
+	// Write appends to the part file (not yet durable).
+	Write(p []byte) (int, error)
+	// Size is the number of bytes written so far.
+	Size() int64
+	// Persist must make every written byte durable and return a resumable
+	// recording the durable length. The writer stays open.
+	Persist(ctx context.Context) (json.RawMessage, error)
+	// CloseForCommit must make every written byte durable, close the writer
+	// and return the pending committable for Backend.Commit.
+	CloseForCommit(ctx context.Context) (json.RawMessage, error)
+	// Close releases the writer without publishing; the staging data stays
+	// (a checkpoint may reference it).
+	Close() error
+}
+
+// Auditor is implemented by backends that can check published output for
+// recovery.Verify-style audits.
+type Auditor interface {
+	// Check reports whether pending is published exactly as recorded
+	// (nil), or why not.
+	Check(ctx context.Context, pending json.RawMessage) error
+}

@@ -1,0 +1,311 @@
+package committer
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/filesink/filesink/recovery"
+)
+
+// Option configures a Coordinator.
+type Option func(*Coordinator)
+
+// WithRetain sets how many checkpoint records are kept (default
+// recovery.DefaultRetain, minimum 1).
+func WithRetain(n int) Option { return func(c *Coordinator) { c.retain = n } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *Coordinator) { c.log = l } }
+
+// WithRetry sets the phase-2 retry policy: at most attempts tries per
+// committable, waiting base, 2*base, 4*base ... (capped at 30 s) with full
+// jitter between tries. Default 6 attempts from 100 ms.
+func WithRetry(attempts int, base time.Duration) Option {
+	return func(c *Coordinator) { c.attempts, c.backoff = max(attempts, 1), base }
+}
+
+// WithHook installs a function called at each named point of the protocol
+// ("prepared:NAME", "phase1", "decided", "committed:N" after the n-th commit of
+// a phase 2, "phase2", "pruned", and the same with prefix "recover:" during
+// recovery). A non-nil error from the hook stops the coordinator there, as a
+// crash at that instant would; tests use it to crash at every point.
+func WithHook(h func(point string) error) Option { return func(c *Coordinator) { c.hook = h } }
+
+// WithClock sets the time source for record timestamps (default time.Now).
+func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.now = now } }
+
+// Coordinator runs the protocol over a fixed set of participants.
+// Not safe for concurrent use.
+type Coordinator struct {
+	store    recovery.Store
+	parts    []Participant
+	retain   int
+	attempts int
+	backoff  time.Duration
+	log      *slog.Logger
+	hook     func(string) error
+	now      func() time.Time
+
+	recovered bool
+	broken    error
+	next      uint64    // id of the next checkpoint
+	pending   []pending // decided or prepared, not yet committed, in checkpoint order
+	commits   int       // commits run in the current phase 2 (for hook names)
+}
+
+type pending struct {
+	checkpoint uint64
+	part       int
+	data       json.RawMessage
+}
+
+// New returns a coordinator for parts (names must be unique) over store.
+// Recover must be called before the first checkpoint.
+func New(store recovery.Store, parts []Participant, opts ...Option) (*Coordinator, error) {
+	c := &Coordinator{
+		store: store, parts: parts, retain: recovery.DefaultRetain,
+		attempts: 6, backoff: 100 * time.Millisecond,
+		log: slog.New(slog.DiscardHandler), now: time.Now,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if store == nil {
+		return nil, errors.New("committer: nil checkpoint store")
+	}
+	if len(parts) == 0 {
+		return nil, errors.New("committer: no participants")
+	}
+	seen := map[string]bool{}
+	for _, p := range parts {
+		if seen[p.Name()] {
+			return nil, fmt.Errorf("committer: duplicate participant name %q", p.Name())
+		}
+		seen[p.Name()] = true
+	}
+	c.retain = max(c.retain, 1)
+	return c, nil
+}
+
+func (c *Coordinator) at(point string) error {
+	if c.hook == nil {
+		return nil
+	}
+	return c.hook(point)
+}
+
+// fail marks the coordinator unusable and returns err.
+func (c *Coordinator) fail(err error) error {
+	if c.broken == nil {
+		c.broken = err
+	}
+	return err
+}
+
+func (c *Coordinator) usable() error {
+	if c.broken != nil {
+		return fmt.Errorf("committer: coordinator failed earlier and must be recovered anew: %w", c.broken)
+	}
+	if !c.recovered {
+		return errors.New("committer: Recover must be called before checkpoints")
+	}
+	return nil
+}
+
+// Recover restores the newest checkpoint record: it commits again every
+// committable the record lists (phase 2, idempotent and verified), restores
+// each participant's state, and sweeps orphaned staging data. It returns the
+// restored record, or nil on a fresh start. A defective newest record is an
+// error matching recovery.ErrCorruptCheckpoint; nothing is skipped.
+func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error) {
+	if c.recovered || c.broken != nil {
+		return nil, errors.New("committer: Recover called twice")
+	}
+	retained, err := recovery.Retained(ctx, c.store)
+	if err != nil {
+		return nil, c.fail(fmt.Errorf("recover from %s: %w", c.store.Location(), err))
+	}
+	var last *recovery.Checkpoint
+	if len(retained) > 0 {
+		last = retained[len(retained)-1]
+	}
+	c.next = 1
+	states := make([]json.RawMessage, len(c.parts))
+	if last != nil {
+		c.log.Info("recovering", "checkpoint", last.ID, "store", c.store.Location())
+		if len(last.Participants) != len(c.parts) {
+			return nil, c.fail(fmt.Errorf("recover checkpoint %d: record has %d participants, this run has %d (run with the parallelism that wrote it): %w",
+				last.ID, len(last.Participants), len(c.parts), ErrParticipantMismatch))
+		}
+		for i, rp := range last.Participants {
+			if rp.Name != c.parts[i].Name() {
+				return nil, c.fail(fmt.Errorf("recover checkpoint %d: participant %d is %q in the record and %q in this run: %w",
+					last.ID, i, rp.Name, c.parts[i].Name(), ErrParticipantMismatch))
+			}
+			states[i] = rp.State
+			for _, pc := range rp.Pending {
+				c.pending = append(c.pending, pending{checkpoint: pc.Checkpoint, part: i, data: pc.Data})
+			}
+		}
+		sortPending(c.pending)
+		c.next = last.ID + 1
+		if err := c.commit(ctx, last.ID, "recover:"); err != nil {
+			return nil, c.fail(err)
+		}
+	}
+	for i, p := range c.parts {
+		if err := p.Restore(ctx, states[i]); err != nil {
+			return nil, c.fail(fmt.Errorf("restore %s: %w", p.Name(), err))
+		}
+	}
+	if err := c.at("recover:restored"); err != nil {
+		return nil, c.fail(err)
+	}
+	for _, p := range c.parts {
+		if err := p.Sweep(ctx, retained); err != nil {
+			return nil, c.fail(fmt.Errorf("sweep %s: %w", p.Name(), err))
+		}
+	}
+	if err := c.at("recover:swept"); err != nil {
+		return nil, c.fail(err)
+	}
+	c.recovered = true
+	return last, nil
+}
+
+// NextID returns the id the next Prepare will use.
+func (c *Coordinator) NextID() uint64 { return c.next }
+
+// Prepare runs phase 1 and the decide step of the next checkpoint: each
+// participant prepares, then the record {id, source, states, pending
+// committables} is written to the store. A nil error means checkpoint id is
+// decided: its committables will be published, by Commit or by a later
+// Recover. final asks participants to close every open part (end of input
+// or shutdown).
+func (c *Coordinator) Prepare(ctx context.Context, source json.RawMessage, final bool) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	id := c.next
+	rec := &recovery.Checkpoint{ID: id, Time: c.now().UTC(), Source: source,
+		Participants: make([]recovery.Participant, len(c.parts))}
+	var fresh []pending
+	for i, p := range c.parts {
+		snap, err := p.Prepare(ctx, id, final)
+		if err != nil {
+			return 0, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", id, p.Name(), err))
+		}
+		rec.Participants[i] = recovery.Participant{Name: p.Name(), State: snap.State}
+		for _, d := range snap.Committables {
+			fresh = append(fresh, pending{checkpoint: id, part: i, data: d})
+		}
+		if err := c.at("prepared:" + p.Name()); err != nil {
+			return 0, c.fail(err)
+		}
+	}
+	if err := c.at("phase1"); err != nil {
+		return 0, c.fail(err)
+	}
+	all := append(append([]pending(nil), c.pending...), fresh...)
+	for _, pc := range all {
+		rp := &rec.Participants[pc.part]
+		rp.Pending = append(rp.Pending, recovery.Committable{Checkpoint: pc.checkpoint, Data: pc.data})
+	}
+	if err := c.store.Put(ctx, rec); err != nil {
+		return 0, c.fail(fmt.Errorf("checkpoint %d: decide: %w", id, err))
+	}
+	c.pending = all
+	c.next = id + 1
+	if err := c.at("decided"); err != nil {
+		return 0, c.fail(err)
+	}
+	return id, nil
+}
+
+// Commit runs phase 2 for every decided checkpoint <= id: each pending
+// committable is published in checkpoint order, then old records are
+// pruned. Committing an id whose committables are all published is a
+// no-op. A nil error means everything decided up to id is published.
+func (c *Coordinator) Commit(ctx context.Context, id uint64) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if id >= c.next {
+		return fmt.Errorf("committer: commit of checkpoint %d, which is not decided (next is %d)", id, c.next)
+	}
+	if err := c.commit(ctx, id, ""); err != nil {
+		return c.fail(err)
+	}
+	return nil
+}
+
+// Checkpoint runs Prepare then Commit.
+func (c *Coordinator) Checkpoint(ctx context.Context, source json.RawMessage, final bool) (uint64, error) {
+	id, err := c.Prepare(ctx, source, final)
+	if err != nil {
+		return 0, err
+	}
+	return id, c.Commit(ctx, id)
+}
+
+func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) error {
+	n := 0
+	for n < len(c.pending) && c.pending[n].checkpoint <= upTo {
+		pc := c.pending[n]
+		p := c.parts[pc.part]
+		if err := c.retry(ctx, func() error { return p.Commit(ctx, pc.data) }); err != nil {
+			var ce *CommitError
+			if !errors.As(err, &ce) {
+				err = &CommitError{Checkpoint: pc.checkpoint, Participant: p.Name(), Target: string(pc.data), Err: err}
+			}
+			c.pending = c.pending[n:]
+			return err
+		}
+		n++
+		if err := c.at(fmt.Sprintf("%scommitted:%d", phase, n)); err != nil {
+			c.pending = c.pending[n:]
+			return err
+		}
+	}
+	c.pending = c.pending[n:]
+	if err := c.at(phase + "phase2"); err != nil {
+		return err
+	}
+	if err := recovery.Prune(ctx, c.store, c.retain); err != nil {
+		return fmt.Errorf("prune checkpoints in %s: %w", c.store.Location(), err)
+	}
+	return c.at(phase + "pruned")
+}
+
+func (c *Coordinator) retry(ctx context.Context, f func() error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = f()
+		if err == nil || IsPermanent(err) || ctx.Err() != nil || attempt >= c.attempts {
+			return err
+		}
+		d := min(c.backoff<<(attempt-1), 30*time.Second)
+		d = time.Duration(rand.Int64N(int64(d) + 1))
+		c.log.Warn("commit failed, retrying", "attempt", attempt, "wait", d, "err", err)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// sortPending orders by checkpoint, keeping each participant's order within
+// a checkpoint.
+func sortPending(p []pending) {
+	slices.SortStableFunc(p, func(a, b pending) int { return cmp.Compare(a.checkpoint, b.checkpoint) })
+}

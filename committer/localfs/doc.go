@@ -1,0 +1,29 @@
+// Package localfs is the local-filesystem backend of the file sink: a
+// recoverable in-progress file per part, published by a no-clobber rename.
+//
+// # Layout
+//
+// A part published as "bucket/part-0-1a2b3c4d-7.jsonl" is written first to the
+// hidden staging file "bucket/.part-0-1a2b3c4d-7.jsonl.inprogress" beside it.
+// Finished output never has a component starting with '.' or '_'.
+//
+// # Durability
+//
+//   - Persist and CloseForCommit fsync the staging file, and the directory
+//     once after the file was created, before returning the length that a
+//     checkpoint records. A failed fsync breaks the writer: it is never
+//     retried on the same descriptor.
+//   - Commit renames with renameat2(RENAME_NOREPLACE) (link+unlink where the
+//     filesystem lacks it), never os.Rename, then fsyncs the directory.
+//   - Resume truncates the staging file to the recorded length; a shorter
+//     file is ErrDataLoss.
+//   - Commit is verified: staging gone and target present with the recorded
+//     length is "already committed"; staging and target both gone is
+//     ErrDataLoss; a target with other content is ErrAlreadyExists.
+//   - Sweep deletes only hidden ".<namespace>*.inprogress" files that no
+//     retained checkpoint references.
+//
+// # Concurrency
+//
+// A Backend is safe for concurrent use; a part writer is not.
+package localfs

@@ -1,0 +1,424 @@
+package localfs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/internal/vfs"
+)
+
+// StagingSuffix ends the name of every in-progress file.
+const StagingSuffix = ".inprogress"
+
+// Backend is a committer.Backend on a directory of a vfs.FS.
+type Backend struct {
+	fs   vfs.FS
+	root string
+}
+
+var (
+	_ committer.Backend = (*Backend)(nil)
+	_ committer.Auditor = (*Backend)(nil)
+)
+
+// New returns a backend publishing under root. fsys is usually vfs.OS{}.
+func New(fsys vfs.FS, root string) *Backend {
+	return &Backend{fs: fsys, root: filepath.Clean(root)}
+}
+
+// Root returns the output directory.
+func (b *Backend) Root() string { return b.root }
+
+// record is both the resumable and the pending committable.
+type record struct {
+	Target  string `json:"target"`  // relative to root, slash-separated
+	Staging string `json:"staging"` // relative to root, slash-separated
+	Length  int64  `json:"length"`
+}
+
+// StagingName returns the staging path for a target path.
+func StagingName(target string) string {
+	dir, base := path.Split(target)
+	return dir + "." + base + StagingSuffix
+}
+
+func (b *Backend) abs(rel string) string { return filepath.Join(b.root, filepath.FromSlash(rel)) }
+
+func checkTarget(target string) error {
+	if target == "" || !filepath.IsLocal(target) || strings.Contains(target, "\\") {
+		return fmt.Errorf("localfs: invalid target %q", target)
+	}
+	for _, c := range strings.Split(target, "/") {
+		if c == "" || c[0] == '.' || c[0] == '_' {
+			return fmt.Errorf("localfs: invalid target %q: component %q is empty or reserved", target, c)
+		}
+	}
+	return nil
+}
+
+func parse(data json.RawMessage) (record, error) {
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("localfs: bad committable %s: %w", data, err)
+	}
+	if err := checkTarget(r.Target); err != nil {
+		return r, err
+	}
+	if r.Staging != StagingName(r.Target) || r.Length < 0 {
+		return r, fmt.Errorf("localfs: bad committable %s: staging name or length do not match", data)
+	}
+	return r, nil
+}
+
+// Target implements committer.Backend.
+func (b *Backend) Target(data json.RawMessage) (string, error) {
+	r, err := parse(data)
+	return r.Target, err
+}
+
+// Open implements committer.Backend.
+func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkTarget(target); err != nil {
+		return nil, err
+	}
+	r := record{Target: target, Staging: StagingName(target)}
+	dir := filepath.Dir(b.abs(target))
+	if err := vfs.MkdirAllSync(b.fs, dir); err != nil {
+		return nil, fmt.Errorf("localfs: open %s: %w", target, err)
+	}
+	if _, err := b.fs.Stat(b.abs(target)); err == nil {
+		return nil, fmt.Errorf("localfs: open %s: %w", b.abs(target), committer.ErrAlreadyExists)
+	}
+	f, err := b.fs.Create(b.abs(r.Staging))
+	if err != nil {
+		return nil, fmt.Errorf("localfs: open %s: %w", target, err)
+	}
+	return &writer{b: b, f: f, rec: r, dir: dir}, nil
+}
+
+// Resume implements committer.Backend.
+func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (committer.PartWriter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r, err := parse(resumable)
+	if err != nil {
+		return nil, err
+	}
+	name := b.abs(r.Staging)
+	f, err := b.fs.OpenAppend(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("localfs: in-progress file %s recorded with %d bytes is missing: %w", name, r.Length, committer.ErrDataLoss)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("localfs: resume %s: %w", name, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("localfs: resume %s: %w", name, err)
+	}
+	switch {
+	case fi.Size() < r.Length:
+		f.Close()
+		return nil, fmt.Errorf("localfs: in-progress file %s has %d bytes, the checkpoint recorded %d: %w", name, fi.Size(), r.Length, committer.ErrDataLoss)
+	case fi.Size() > r.Length:
+		if err := f.Truncate(r.Length); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("localfs: resume %s: truncate to %d: %w", name, r.Length, err)
+		}
+	}
+	// The file's directory entry is durable: the checkpoint that recorded it
+	// synced the directory.
+	return &writer{b: b, f: f, rec: r, dir: filepath.Dir(name), dirSynced: true}, nil
+}
+
+// Commit implements committer.Backend.
+func (b *Backend) Commit(ctx context.Context, pending json.RawMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r, err := parse(pending)
+	if err != nil {
+		return committer.Permanent(err)
+	}
+	staging, target := b.abs(r.Staging), b.abs(r.Target)
+	dir := filepath.Dir(target)
+	st, err := b.fs.Stat(staging)
+	if errors.Is(err, fs.ErrNotExist) {
+		return b.verifyCommitted(r, dir)
+	}
+	if err != nil {
+		return fmt.Errorf("localfs: commit %s: %w", target, err)
+	}
+	if st.Size() < r.Length {
+		return fmt.Errorf("localfs: commit %s: staging file %s has %d bytes, the checkpoint recorded %d: %w", target, staging, st.Size(), r.Length, committer.ErrDataLoss)
+	}
+	if st.Size() > r.Length {
+		// Bytes after the recorded length were never part of the checkpoint.
+		if err := b.truncate(staging, r.Length); err != nil {
+			return fmt.Errorf("localfs: commit %s: %w", target, err)
+		}
+	}
+	err = b.fs.RenameNoReplace(staging, target)
+	if errors.Is(err, fs.ErrExist) {
+		// A link+unlink publish that crashed between the two steps leaves both
+		// names; anything else is somebody else's file.
+		same, cerr := b.sameContent(staging, target)
+		if cerr != nil {
+			return fmt.Errorf("localfs: commit %s: %w", target, cerr)
+		}
+		if !same {
+			return fmt.Errorf("localfs: commit %s: a different file already has that name (staging kept at %s): %w", target, staging, committer.ErrAlreadyExists)
+		}
+		if err := b.fs.Remove(staging); err != nil {
+			return fmt.Errorf("localfs: commit %s: %w", target, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("localfs: commit %s: %w", target, err)
+	}
+	if err := b.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("localfs: commit %s: %w", target, err)
+	}
+	return nil
+}
+
+func (b *Backend) verifyCommitted(r record, dir string) error {
+	target := b.abs(r.Target)
+	tst, err := b.fs.Stat(target)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("localfs: commit %s: neither the staging file %s nor the target exists: %w", target, b.abs(r.Staging), committer.ErrDataLoss)
+	}
+	if err != nil {
+		return fmt.Errorf("localfs: commit %s: %w", target, err)
+	}
+	if tst.Size() != r.Length {
+		return fmt.Errorf("localfs: commit %s: staging file is gone and the target has %d bytes, the checkpoint recorded %d: %w", target, tst.Size(), r.Length, committer.ErrDataLoss)
+	}
+	// Already committed; make sure the rename is durable.
+	if err := b.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("localfs: commit %s: %w", target, err)
+	}
+	return nil
+}
+
+func (b *Backend) truncate(name string, n int64) error {
+	f, err := b.fs.OpenAppend(name)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(n); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (b *Backend) sameContent(x, y string) (bool, error) {
+	fx, err := b.fs.Open(x)
+	if err != nil {
+		return false, err
+	}
+	defer fx.Close()
+	fy, err := b.fs.Open(y)
+	if err != nil {
+		return false, err
+	}
+	defer fy.Close()
+	bx, by := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		nx, ex := io.ReadFull(fx, bx)
+		ny, ey := io.ReadFull(fy, by)
+		if nx != ny || !bytes.Equal(bx[:nx], by[:ny]) {
+			return false, nil
+		}
+		xEOF := errors.Is(ex, io.EOF) || errors.Is(ex, io.ErrUnexpectedEOF)
+		yEOF := errors.Is(ey, io.EOF) || errors.Is(ey, io.ErrUnexpectedEOF)
+		if ex != nil && !xEOF {
+			return false, ex
+		}
+		if ey != nil && !yEOF {
+			return false, ey
+		}
+		if xEOF || yEOF {
+			return xEOF && yEOF, nil
+		}
+	}
+}
+
+// Check implements committer.Auditor: nil when the target exists with the
+// recorded length and its staging file is gone.
+func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r, err := parse(pending)
+	if err != nil {
+		return err
+	}
+	if _, err := b.fs.Stat(b.abs(r.Staging)); err == nil {
+		return fmt.Errorf("%s: not yet committed (staging file %s present; run filesink run again to finish the commit)", b.abs(r.Target), b.abs(r.Staging))
+	}
+	st, err := b.fs.Stat(b.abs(r.Target))
+	if err != nil {
+		return fmt.Errorf("%s: committed file missing: %w", b.abs(r.Target), err)
+	}
+	if st.Size() != r.Length {
+		return fmt.Errorf("%s: has %d bytes, the checkpoint recorded %d", b.abs(r.Target), st.Size(), r.Length)
+	}
+	return nil
+}
+
+// Sweep implements committer.Backend.
+func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMessage) error {
+	keepSet := make(map[string]bool, len(keep))
+	for _, k := range keep {
+		r, err := parse(k)
+		if err != nil {
+			return err
+		}
+		keepSet[r.Staging] = true
+	}
+	return b.walk(ctx, "", func(rel string, _ fs.DirEntry) error {
+		base := path.Base(rel)
+		if !strings.HasPrefix(base, "."+namespace) || !strings.HasSuffix(base, StagingSuffix) || keepSet[rel] {
+			return nil
+		}
+		if err := b.fs.Remove(b.abs(rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("localfs: sweep %s: %w", b.abs(rel), err)
+		}
+		return b.fs.SyncDir(filepath.Dir(b.abs(rel)))
+	})
+}
+
+// Walk calls fn for every file under the output directory, skipping
+// directories whose names start with '_' or '.' (state, dead letters and
+// other reserved names). rel is slash-separated and relative to the root.
+func (b *Backend) Walk(ctx context.Context, fn func(rel string, e fs.DirEntry) error) error {
+	return b.walk(ctx, "", fn)
+}
+
+func (b *Backend) walk(ctx context.Context, rel string, fn func(string, fs.DirEntry) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ents, err := b.fs.ReadDir(b.abs(rel))
+	if errors.Is(err, fs.ErrNotExist) && rel == "" {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		child := path.Join(rel, e.Name())
+		if e.IsDir() {
+			if n := e.Name(); n[0] == '_' || n[0] == '.' {
+				continue
+			}
+			if err := b.walk(ctx, child, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fn(child, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writer is an in-progress part file.
+type writer struct {
+	b         *Backend
+	f         vfs.File
+	rec       record
+	dir       string
+	dirSynced bool
+	err       error // sticky: a failed write or fsync breaks the writer
+	size      int64
+	closed    bool
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	n, err := w.f.Write(p)
+	w.size += int64(n)
+	if err != nil {
+		w.err = fmt.Errorf("localfs: write %s: %w", w.b.abs(w.rec.Staging), err)
+		return n, w.err
+	}
+	return n, nil
+}
+
+func (w *writer) Size() int64 { return w.rec.Length + w.size }
+
+func (w *writer) sync(ctx context.Context) (record, error) {
+	if w.err != nil {
+		return record{}, w.err
+	}
+	if err := ctx.Err(); err != nil {
+		return record{}, err
+	}
+	if err := w.f.Sync(); err != nil {
+		// Never retry fsync on the same descriptor: the kernel may have
+		// dropped the dirty pages.
+		w.err = fmt.Errorf("localfs: fsync %s: %w", w.b.abs(w.rec.Staging), err)
+		return record{}, w.err
+	}
+	if !w.dirSynced {
+		if err := w.b.fs.SyncDir(w.dir); err != nil {
+			w.err = fmt.Errorf("localfs: fsync directory %s: %w", w.dir, err)
+			return record{}, w.err
+		}
+		w.dirSynced = true
+	}
+	r := w.rec
+	r.Length = w.Size()
+	return r, nil
+}
+
+func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
+	r, err := w.sync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(r)
+}
+
+func (w *writer) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
+	r, err := w.sync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.closed = true
+	if err := w.f.Close(); err != nil {
+		return nil, fmt.Errorf("localfs: close %s: %w", w.b.abs(w.rec.Staging), err)
+	}
+	return json.Marshal(r)
+}
+
+func (w *writer) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	return w.f.Close()
+}

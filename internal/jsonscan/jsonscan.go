@@ -1,0 +1,270 @@
+// Package jsonscan validates JSON text fast, without allocating. It accepts
+// exactly what encoding/json.Valid accepts (RFC 8259, one value with optional
+// surrounding whitespace; invalid UTF-8 inside strings is accepted, as
+// encoding/json does) and is several times faster on string-heavy records.
+// Pure functions, safe for concurrent use.
+package jsonscan
+
+import "fmt"
+
+// MaxDepth bounds nesting, like encoding/json.
+const MaxDepth = 10000
+
+// SyntaxError reports where validation failed.
+type SyntaxError struct {
+	Offset int
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string { return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.Msg) }
+
+// Valid reports whether b is one valid JSON value.
+func Valid(b []byte) bool { return Check(b) == nil }
+
+// Check returns nil if b is one valid JSON value, or a *SyntaxError.
+func Check(b []byte) error {
+	s := scanner{b: b}
+	s.ws()
+	if err := s.value(0); err != nil {
+		return err
+	}
+	s.ws()
+	if s.i != len(s.b) {
+		return s.fail("data after the top-level value")
+	}
+	return nil
+}
+
+// ObjectCheck is Check that also requires the value to be an object.
+func ObjectCheck(b []byte) error {
+	s := scanner{b: b}
+	s.ws()
+	if s.i >= len(b) || b[s.i] != '{' {
+		if err := Check(b); err != nil {
+			return err
+		}
+		return &SyntaxError{Offset: s.i, Msg: "not a JSON object"}
+	}
+	return Check(b)
+}
+
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) fail(msg string) error { return &SyntaxError{Offset: s.i, Msg: msg} }
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) value(depth int) error {
+	if s.i >= len(s.b) {
+		return s.fail("unexpected end of input")
+	}
+	switch c := s.b[s.i]; {
+	case c == '{':
+		return s.object(depth + 1)
+	case c == '[':
+		return s.array(depth + 1)
+	case c == '"':
+		return s.str()
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	case c == 't':
+		return s.lit("true")
+	case c == 'f':
+		return s.lit("false")
+	case c == 'n':
+		return s.lit("null")
+	default:
+		return s.fail(fmt.Sprintf("unexpected character %q", c))
+	}
+}
+
+func (s *scanner) lit(w string) error {
+	if len(s.b)-s.i < len(w) || string(s.b[s.i:s.i+len(w)]) != w {
+		return s.fail("invalid literal")
+	}
+	s.i += len(w)
+	return nil
+}
+
+func (s *scanner) object(depth int) error {
+	if depth > MaxDepth {
+		return s.fail("nesting too deep")
+	}
+	s.i++ // {
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return s.fail("expected a string key")
+		}
+		if err := s.str(); err != nil {
+			return err
+		}
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return s.fail("expected ':' after key")
+		}
+		s.i++
+		s.ws()
+		if err := s.value(depth); err != nil {
+			return err
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.fail("unexpected end of input in object")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.ws()
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.fail("expected ',' or '}' in object")
+		}
+	}
+}
+
+func (s *scanner) array(depth int) error {
+	if depth > MaxDepth {
+		return s.fail("nesting too deep")
+	}
+	s.i++ // [
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		if err := s.value(depth); err != nil {
+			return err
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.fail("unexpected end of input in array")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.ws()
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.fail("expected ',' or ']' in array")
+		}
+	}
+}
+
+// plain marks bytes that need no attention inside a string.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func (s *scanner) str() error {
+	s.i++ // opening quote
+	b := s.b
+	for {
+		i := s.i
+		for i+8 <= len(b) && plain[b[i]] && plain[b[i+1]] && plain[b[i+2]] && plain[b[i+3]] &&
+			plain[b[i+4]] && plain[b[i+5]] && plain[b[i+6]] && plain[b[i+7]] {
+			i += 8
+		}
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		s.i = i
+		if i >= len(b) {
+			return s.fail("unterminated string")
+		}
+		switch c := b[i]; c {
+		case '"':
+			s.i++
+			return nil
+		case '\\':
+			if i+1 >= len(b) {
+				return s.fail("unterminated escape")
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i += 2
+			case 'u':
+				if i+6 > len(b) || !hex4(b[i+2:i+6]) {
+					return s.fail("invalid \\u escape")
+				}
+				s.i += 6
+			default:
+				return s.fail("invalid escape")
+			}
+		default:
+			return s.fail(fmt.Sprintf("control character %#02x in string", c))
+		}
+	}
+}
+
+func hex4(h []byte) bool {
+	for _, c := range h {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *scanner) digits() int {
+	n := 0
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+		n++
+	}
+	return n
+}
+
+func (s *scanner) number() error {
+	if s.b[s.i] == '-' {
+		s.i++
+	}
+	if s.i >= len(s.b) {
+		return s.fail("invalid number")
+	}
+	if s.b[s.i] == '0' {
+		s.i++
+	} else if s.digits() == 0 {
+		return s.fail("invalid number")
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if s.digits() == 0 {
+			return s.fail("invalid number: digits expected after '.'")
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if s.digits() == 0 {
+			return s.fail("invalid number: digits expected in exponent")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package jsonscan
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+var cases = []string{
+	`{}`, `[]`, `""`, `0`, `-0`, `1.5e10`, `-1E-2`, `true`, `false`, `null`, ` {"a" : [1, 2, {"b": null}], "c": "x\"y\\z\u00e9\n"} `,
+	`{"a":1,}`, `[1,]`, `01`, `1.`, `.5`, `-`, `1e`, `"abc`, `"a\x"`, `"\u12"`, "\"a\x01b\"", `{"a"}`, `{a:1}`, `nul`, `truex`, `{} {}`, ``, ` `,
+	`"` + strings.Repeat("abcdefgh", 10) + `"`, "\"\xff\xfe\"", `[[[[[]]]]]`, `{"a":{"b":{"c":[true,false,null]}}}`, `1 2`, `"\/"`,
+}
+
+func TestMatchesEncodingJSON(t *testing.T) {
+	for _, c := range cases {
+		if got, want := Valid([]byte(c)), json.Valid([]byte(c)); got != want {
+			t.Errorf("Valid(%q) = %v, encoding/json says %v", c, got, want)
+		}
+	}
+}
+
+func TestObjectCheck(t *testing.T) {
+	if err := ObjectCheck([]byte(` {"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{`[1]`, `"x"`, `{`, `1`} {
+		if ObjectCheck([]byte(c)) == nil {
+			t.Errorf("ObjectCheck(%q) accepted a non-object", c)
+		}
+	}
+}
+
+func FuzzValid(f *testing.F) {
+	for _, c := range cases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+func BenchmarkValid(b *testing.B) {
+	s := []byte(`{"id":12345,"key":"k-17","ts":"2026-01-01T00:00:00.123Z","payload":"` + strings.Repeat("abcdefghij", 95) + `"}`)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		if !Valid(s) {
+			b.Fatal("invalid")
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package recovery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/filesink/filesink/internal/vfs"
+)
+
+// DefaultRetain is how many checkpoint records Prune keeps by default.
+const DefaultRetain = 3
+
+// Store holds checkpoint records. Implementations must make Put durable and
+// atomic (a record is either absent or complete after a crash) and must never
+// overwrite an existing record.
+type Store interface {
+	// Put writes record c. A nil error guarantees the record is durable. It
+	// fails if a record with the same ID exists.
+	Put(ctx context.Context, c *Checkpoint) error
+	// List returns the IDs of the stored records in ascending order.
+	List(ctx context.Context) ([]uint64, error)
+	// Get reads record id; a defective record gives a *CorruptError.
+	Get(ctx context.Context, id uint64) (*Checkpoint, error)
+	// Delete removes record id; deleting a missing record is not an error.
+	Delete(ctx context.Context, id uint64) error
+	// Location describes the store for messages ("/out/_filesink").
+	Location() string
+}
+
+// Latest returns the newest record of s, or (nil, nil) when s is empty. A
+// defective newest record is an error, never skipped.
+func Latest(ctx context.Context, s Store) (*Checkpoint, error) {
+	ids, err := s.List(ctx)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	return s.Get(ctx, ids[len(ids)-1])
+}
+
+// Retained reads every stored record, oldest first. Any defective record is
+// an error: a sweep that cannot see what a record references must not run.
+func Retained(ctx context.Context, s Store) ([]*Checkpoint, error) {
+	ids, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Checkpoint, 0, len(ids))
+	for _, id := range ids {
+		c, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Prune deletes all but the newest keep records (keep < 1 means 1).
+func Prune(ctx context.Context, s Store, keep int) error {
+	keep = max(keep, 1)
+	ids, err := s.List(ctx)
+	if err != nil {
+		return err
+	}
+	for i := 0; i+keep < len(ids); i++ {
+		if err := s.Delete(ctx, ids[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DirStore keeps records as files "ckpt-<20-digit id>" in one directory of a
+// vfs.FS. Safe for concurrent use.
+type DirStore struct {
+	fs  vfs.FS
+	dir string
+}
+
+var _ Store = (*DirStore)(nil)
+
+const (
+	recordPrefix = "ckpt-"
+	tempPrefix   = ".ckpt-"
+)
+
+// OpenDir opens (creating durably if needed) a checkpoint directory and
+// removes temp files of interrupted Puts, which are never records.
+func OpenDir(ctx context.Context, fsys vfs.FS, dir string) (*DirStore, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := vfs.MkdirAllSync(fsys, dir); err != nil {
+		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+	}
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("checkpoint store %s: remove temp file: %w", dir, err)
+			}
+		}
+	}
+	return &DirStore{fs: fsys, dir: dir}, nil
+}
+
+// Location implements Store.
+func (s *DirStore) Location() string { return s.dir }
+
+func (s *DirStore) name(id uint64) string {
+	return filepath.Join(s.dir, fmt.Sprintf("%s%020d", recordPrefix, id))
+}
+
+// Put implements Store: temp file, fsync, no-replace rename, directory fsync.
+func (s *DirStore) Put(ctx context.Context, c *Checkpoint) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b, err := Encode(c)
+	if err != nil {
+		return err
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(s.dir, fmt.Sprintf("%s%020d.tmp-%s", tempPrefix, c.ID, hex.EncodeToString(rnd[:])))
+	if err := vfs.WriteFileSync(s.fs, tmp, b); err != nil {
+		_ = s.fs.Remove(tmp)
+		return fmt.Errorf("write checkpoint %d: %w", c.ID, err)
+	}
+	if err := s.fs.RenameNoReplace(tmp, s.name(c.ID)); err != nil {
+		_ = s.fs.Remove(tmp)
+		return fmt.Errorf("write checkpoint %d: %w", c.ID, err)
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("write checkpoint %d: %w", c.ID, err)
+	}
+	return nil
+}
+
+// List implements Store.
+func (s *DirStore) List(ctx context.Context) ([]uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ents, err := s.fs.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store %s: %w", s.dir, err)
+	}
+	var ids []uint64
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), recordPrefix)
+		if !ok || e.IsDir() {
+			continue
+		}
+		id, err := strconv.ParseUint(rest, 10, 64)
+		if err != nil || len(rest) != 20 {
+			return nil, &CorruptError{File: filepath.Join(s.dir, e.Name()), Reason: "unexpected file name in the checkpoint directory", Err: ErrCorruptCheckpoint}
+		}
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
+}
+
+// Get implements Store.
+func (s *DirStore) Get(ctx context.Context, id uint64) (*Checkpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	name := s.name(id)
+	b, err := vfs.ReadFile(s.fs, name)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %d: %w", id, err)
+	}
+	c, err := Decode(name, b)
+	if err != nil {
+		return nil, err
+	}
+	if c.ID != id {
+		return nil, &CorruptError{File: name, Reason: fmt.Sprintf("record says checkpoint %d", c.ID), Err: ErrCorruptCheckpoint}
+	}
+	return c, nil
+}
+
+// Delete implements Store. The directory is synced so that a deleted record
+// does not come back; a record that does come back after a crash is harmless
+// because it is older than the newest.
+func (s *DirStore) Delete(ctx context.Context, id uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.fs.Remove(s.name(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete checkpoint %d: %w", id, err)
+	}
+	return s.fs.SyncDir(s.dir)
+}
