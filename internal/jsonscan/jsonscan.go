@@ -16,7 +16,9 @@ type SyntaxError struct {
 	Msg    string
 }
 
-func (e *SyntaxError) Error() string { return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.Msg) }
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.Msg)
+}
 
 // Valid reports whether b is one valid JSON value.
 func Valid(b []byte) bool { return Check(b) == nil }
