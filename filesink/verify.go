@@ -1,0 +1,122 @@
+package filesink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/recovery"
+)
+
+// Checker is the recovery.Checker of the file sink: it checks committed part
+// files and scans the output of a backend (and of its dead-letter backend,
+// when one is given) that implements committer.Auditor.
+type Checker struct {
+	Backend    committer.Backend
+	DeadLetter committer.Backend // may be nil
+	// Prefix is the part prefix of the sink (default "part").
+	Prefix string
+}
+
+var _ recovery.Checker = Checker{}
+
+func (c Checker) auditor(dl bool) (committer.Backend, committer.Auditor, error) {
+	be := c.Backend
+	if dl {
+		be = c.DeadLetter
+	}
+	if be == nil {
+		return nil, nil, errors.New("no dead-letter output configured")
+	}
+	a, ok := be.(committer.Auditor)
+	if !ok {
+		return nil, nil, fmt.Errorf("backend %T cannot be audited", be)
+	}
+	return be, a, nil
+}
+
+// CheckCommitted implements recovery.Checker.
+func (c Checker) CheckCommitted(ctx context.Context, participant string, pc recovery.Committable) error {
+	if !strings.HasPrefix(participant, "filesink/") {
+		return nil
+	}
+	var e entry
+	if err := json.Unmarshal(pc.Data, &e); err != nil {
+		return fmt.Errorf("bad committable %s: %w", pc.Data, err)
+	}
+	_, a, err := c.auditor(e.DeadLetter)
+	if err != nil {
+		return err
+	}
+	return a.Check(ctx, e.Part)
+}
+
+// CheckOutput implements recovery.Checker: staging visible as output, and
+// hidden in-progress files of this sink that no retained record references.
+func (c Checker) CheckOutput(ctx context.Context, retained []*recovery.Checkpoint) ([]recovery.Violation, error) {
+	prefix := c.Prefix
+	if prefix == "" {
+		prefix = "part"
+	}
+	referenced := map[bool]map[string]bool{false: {}, true: {}}
+	for _, ck := range retained {
+		for _, p := range ck.Participants {
+			if !strings.HasPrefix(p.Name, "filesink/") {
+				continue
+			}
+			var refs []entry
+			if p.State != nil {
+				var st state
+				if err := json.Unmarshal(p.State, &st); err != nil {
+					return nil, fmt.Errorf("checkpoint %d: bad state of %s: %w", ck.ID, p.Name, err)
+				}
+				refs = append(refs, st.Parts...)
+			}
+			for _, pc := range p.Pending {
+				var e entry
+				if err := json.Unmarshal(pc.Data, &e); err != nil {
+					return nil, fmt.Errorf("checkpoint %d: bad committable of %s: %w", ck.ID, p.Name, err)
+				}
+				refs = append(refs, e)
+			}
+			for _, e := range refs {
+				be, _, err := c.auditor(e.DeadLetter)
+				if err != nil {
+					return nil, err
+				}
+				_, staging, err := be.Describe(e.Part)
+				if err != nil {
+					return nil, err
+				}
+				referenced[e.DeadLetter][staging] = true
+			}
+		}
+	}
+	var out []recovery.Violation
+	for _, dl := range []bool{false, true} {
+		if dl && c.DeadLetter == nil {
+			continue
+		}
+		_, a, err := c.auditor(dl)
+		if err != nil {
+			return nil, err
+		}
+		staging, problems, err := a.Scan(ctx)
+		if err != nil {
+			return out, err
+		}
+		for _, p := range problems {
+			out = append(out, recovery.Violation{Where: "output", Problem: p})
+		}
+		for _, s := range staging {
+			name := s[strings.LastIndexByte(s, '/')+1:]
+			if strings.HasPrefix(name, "."+prefix+"-") && !referenced[dl][s] {
+				out = append(out, recovery.Violation{Where: s, Problem: "orphaned in-progress file: no retained checkpoint references it (the next run sweeps it)"})
+			}
+		}
+	}
+	return out, nil
+}

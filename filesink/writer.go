@@ -1,0 +1,568 @@
+package filesink
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/filesink/filesink/bucketing"
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
+)
+
+// DefaultBufferBudget bounds the bytes a Writer buffers across all its open
+// buckets.
+const DefaultBufferBudget = 64 << 20
+
+const (
+	minFlush = 16 << 10
+	maxFlush = 4 << 20
+)
+
+// Option configures a Writer.
+type Option func(*Writer)
+
+// WithEncoder sets the row format (default JSONLines).
+func WithEncoder(e Encoder) Option { return func(w *Writer) { w.enc = e } }
+
+// WithCompression sets the compression (default none); see NewCompression.
+func WithCompression(c Compression) Option { return func(w *Writer) { w.comp = c } }
+
+// WithAssigner sets the bucket assigner (default bucketing.BasePath()).
+func WithAssigner(a bucketing.Assigner) Option { return func(w *Writer) { w.assign = a } }
+
+// WithRollingPolicy sets the rolling policy (default NewDefaultPolicy()).
+func WithRollingPolicy(p RollingPolicy) Option { return func(w *Writer) { w.policy = p } }
+
+// WithPrefix sets the part file prefix (default "part"). Two sinks sharing
+// an output directory must use prefixes where neither is a prefix of the
+// other.
+func WithPrefix(p string) Option { return func(w *Writer) { w.prefix = p } }
+
+// WithSuffix overrides the part file suffix (default: the format's extension
+// plus the compression's).
+func WithSuffix(s string) Option { return func(w *Writer) { w.suffix = &s } }
+
+// WithBufferBudget bounds the bytes buffered across all open buckets of this
+// writer (default DefaultBufferBudget).
+func WithBufferBudget(n int64) Option { return func(w *Writer) { w.budget = n } }
+
+// WithClock sets the processing-time clock (default time.Now).
+func WithClock(now func() time.Time) Option { return func(w *Writer) { w.now = now } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(w *Writer) { w.log = l } }
+
+// WithRunID fixes the per-run writer id used in part names (default: 8
+// random hex digits per start). Only tests should set it.
+func WithRunID(id string) Option { return func(w *Writer) { w.runID = id } }
+
+// WithDeadLetter makes bad records go, as JSON lines
+// {"origin","error","record"}, to part files published through dl with the
+// same protocol (exactly once) instead of failing the write.
+func WithDeadLetter(dl committer.Backend) Option { return func(w *Writer) { w.dl = dl } }
+
+// Stats are running totals of a Writer, safe to read concurrently.
+type Stats struct {
+	Records    atomic.Int64 // records accepted
+	Bytes      atomic.Int64 // encoded bytes accepted (before compression)
+	BadRecords atomic.Int64 // records sent to the dead-letter output
+	Committed  atomic.Int64 // part files of this run published (recovery re-commits are not counted)
+}
+
+// Writer is one subtask of the file sink: it buckets records, writes them to
+// in-progress part files through a committer.Backend, and takes part in the
+// commit protocol as a committer.Participant.
+//
+// Write, Tick, Prepare, Restore and Sweep must be called from one goroutine
+// at a time; Commit only touches published and pending files and is safe to
+// call concurrently with nothing else of the same Writer.
+type Writer struct {
+	backend committer.Backend
+	dl      committer.Backend
+	subtask int
+	enc     Encoder
+	comp    Compression
+	assign  bucketing.Assigner
+	policy  RollingPolicy
+	prefix  string
+	suffix  *string
+	budget  int64
+	now     func() time.Time
+	log     *slog.Logger
+	runID   string
+
+	ext      string
+	buckets  map[bucketKey]*bucket
+	counter  int
+	rolled   []json.RawMessage // committables since the last Prepare
+	bufCap   int64             // sum of cap(b.buf) over buckets
+	scratch  []byte
+	stats    Stats
+	restored bool // Restore ran: later commits are of this run
+}
+
+var _ committer.Participant = (*Writer)(nil)
+
+type bucketKey struct {
+	dl   bool
+	path string
+}
+
+type bucket struct {
+	key  bucketKey
+	buf  []byte // encoded bytes of part not yet written; empty when part is nil
+	part *part
+}
+
+type part struct {
+	target    string // relative path of the finished file
+	pw        committer.PartWriter
+	created   time.Time
+	lastWrite time.Time
+	persisted int64           // pw.Size() at the last Persist
+	resumable json.RawMessage // result of the last Persist
+}
+
+// entry is the element of the state and the committable envelope.
+type entry struct {
+	DeadLetter bool            `json:"dead_letter,omitempty"`
+	Bucket     string          `json:"bucket"`
+	Part       json.RawMessage `json:"part"`
+}
+
+type state struct {
+	Parts []entry `json:"parts,omitempty"`
+}
+
+// New returns the Writer of subtask over backend.
+func New(backend committer.Backend, subtask int, opts ...Option) (*Writer, error) {
+	w := &Writer{
+		backend: backend, subtask: subtask, enc: JSONLines{}, assign: bucketing.BasePath(),
+		policy: NewDefaultPolicy(), prefix: "part", budget: DefaultBufferBudget,
+		now: time.Now, log: slog.New(slog.DiscardHandler), buckets: map[bucketKey]*bucket{},
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	switch {
+	case backend == nil:
+		return nil, errors.New("filesink: nil backend")
+	case subtask < 0:
+		return nil, fmt.Errorf("filesink: negative subtask %d", subtask)
+	case w.enc == nil || w.assign == nil || w.policy == nil || w.now == nil:
+		return nil, errors.New("filesink: nil encoder, assigner, rolling policy or clock")
+	case w.budget < minFlush:
+		return nil, fmt.Errorf("filesink: buffer budget %d is below the minimum %d", w.budget, minFlush)
+	}
+	if w.prefix == "" || w.prefix[0] == '.' || w.prefix[0] == '_' || path.Base(w.prefix) != w.prefix {
+		return nil, fmt.Errorf("filesink: invalid part prefix %q (must not be empty, contain '/' or start with '.' or '_')", w.prefix)
+	}
+	if w.runID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		w.runID = hex.EncodeToString(b[:])
+	}
+	w.ext = w.enc.Extension()
+	if w.comp != nil {
+		w.ext += w.comp.Extension()
+	}
+	if w.suffix != nil {
+		w.ext = *w.suffix
+	}
+	return w, nil
+}
+
+// Name implements committer.Participant: "filesink/<subtask>".
+func (w *Writer) Name() string { return "filesink/" + strconv.Itoa(w.subtask) }
+
+// Stats returns the writer's running totals.
+func (w *Writer) Stats() *Stats { return &w.stats }
+
+// OpenBuckets returns the number of buckets with an in-progress part.
+func (w *Writer) OpenBuckets() int { return len(w.buckets) }
+
+// namespace is the start of every part name of this subtask.
+func (w *Writer) namespace() string { return w.prefix + "-" + strconv.Itoa(w.subtask) + "-" }
+
+// Write adds one record. origin names the record in errors ("in/a.jsonl:17").
+// record is not retained after Write returns.
+// A record that cannot be encoded or bucketed gives a *BadRecordError (or goes
+// to the dead-letter output when one is configured); any other error leaves
+// the Writer unusable until Restore.
+func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin) error {
+	now := w.now()
+	bpath, err := w.assign.Bucket(record, now)
+	if err != nil {
+		return w.bad(ctx, record, origin, fmt.Errorf("bucket: %w", err), now)
+	}
+	w.scratch, err = w.enc.Encode(w.scratch[:0], record)
+	if err != nil {
+		return w.bad(ctx, record, origin, fmt.Errorf("%s: %w", w.enc.Extension()[1:], err), now)
+	}
+	if err := w.add(ctx, bucketKey{path: bpath}, w.scratch, w.enc.Header(), now); err != nil {
+		return err
+	}
+	w.stats.Records.Add(1)
+	w.stats.Bytes.Add(int64(len(w.scratch)))
+	return nil
+}
+
+func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, cause error, now time.Time) error {
+	berr := &BadRecordError{Origin: origin.String(), Err: cause}
+	if w.dl == nil {
+		return berr
+	}
+	line, err := json.Marshal(struct {
+		Origin string `json:"origin"`
+		Error  string `json:"error"`
+		Record string `json:"record"`
+	}{berr.Origin, cause.Error(), string(record)})
+	if err != nil {
+		return berr
+	}
+	w.log.Warn("bad record sent to the dead-letter output", "origin", origin, "err", cause)
+	w.stats.BadRecords.Add(1)
+	return w.add(ctx, bucketKey{dl: true}, append(line, '\n'), nil, now)
+}
+
+func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, now time.Time) error {
+	b := w.buckets[key]
+	if b == nil {
+		b = &bucket{key: key}
+		w.buckets[key] = b
+	}
+	if b.part != nil {
+		info := w.info(b)
+		if w.policy.OnEvent(info, len(data)) || w.policy.OnTime(info, now) {
+			if err := w.roll(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+	oldCap := cap(b.buf)
+	if b.part == nil {
+		name := fmt.Sprintf("%s%s-%d%s", w.namespace(), w.runID, w.counter, w.ext)
+		w.counter++
+		b.part = &part{target: path.Join(key.path, name), created: now}
+		if !key.dl {
+			b.buf = append(b.buf, header...)
+		}
+	}
+	b.part.lastWrite = now
+	b.buf = append(b.buf, data...)
+	w.bufCap += int64(cap(b.buf) - oldCap)
+	if len(b.buf) >= w.flushSize() {
+		if err := w.flush(ctx, b); err != nil {
+			return err
+		}
+	}
+	if w.bufCap > w.budget {
+		return w.shrink(ctx)
+	}
+	return nil
+}
+
+// flushSize is the per-bucket buffer size that keeps all buckets within the
+// budget.
+func (w *Writer) flushSize() int {
+	return int(min(max(w.budget/int64(len(w.buckets)+1), minFlush), maxFlush))
+}
+
+// shrink writes out and releases the largest buffers until the total is
+// at most 3/4 of the budget.
+func (w *Writer) shrink(ctx context.Context) error {
+	bs := make([]*bucket, 0, len(w.buckets))
+	for _, b := range w.buckets {
+		if cap(b.buf) > 0 {
+			bs = append(bs, b)
+		}
+	}
+	slices.SortFunc(bs, func(x, y *bucket) int { return cmp.Compare(cap(y.buf), cap(x.buf)) })
+	for _, b := range bs {
+		if w.bufCap <= w.budget*3/4 {
+			break
+		}
+		if err := w.flush(ctx, b); err != nil {
+			return err
+		}
+		w.bufCap -= int64(cap(b.buf))
+		b.buf = nil
+	}
+	return nil
+}
+
+func (w *Writer) info(b *bucket) PartInfo {
+	p := b.part
+	size := int64(len(b.buf))
+	if p.pw != nil {
+		size += p.pw.Size()
+	}
+	return PartInfo{Bucket: b.key.path, Created: p.created, LastWrite: p.lastWrite, Size: size}
+}
+
+func (w *Writer) backendOf(dl bool) committer.Backend {
+	if dl {
+		return w.dl
+	}
+	return w.backend
+}
+
+// flush writes b's buffer to its part file, opening the file on first use.
+func (w *Writer) flush(ctx context.Context, b *bucket) error {
+	if len(b.buf) == 0 {
+		return nil
+	}
+	p := b.part
+	if p.pw == nil {
+		pw, err := w.backendOf(b.key.dl).Open(ctx, p.target)
+		if err != nil {
+			return err
+		}
+		p.pw = pw
+	}
+	var err error
+	if w.comp != nil && !b.key.dl {
+		err = w.comp.Frame(p.pw, b.buf)
+	} else {
+		_, err = p.pw.Write(b.buf)
+	}
+	if err != nil {
+		return err
+	}
+	b.buf = b.buf[:0]
+	return nil
+}
+
+// roll closes b's part for commit; its committable is returned by the next
+// Prepare.
+func (w *Writer) roll(ctx context.Context, b *bucket) error {
+	if err := w.flush(ctx, b); err != nil {
+		return err
+	}
+	p := b.part
+	b.part = nil
+	if p.pw == nil {
+		return nil
+	}
+	pending, err := p.pw.CloseForCommit(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := json.Marshal(entry{DeadLetter: b.key.dl, Bucket: b.key.path, Part: pending})
+	if err != nil {
+		return err
+	}
+	w.rolled = append(w.rolled, c)
+	return nil
+}
+
+// Tick applies the rolling policy's time conditions (rollover, inactivity)
+// to every open part at processing time now. The pipeline calls it
+// periodically.
+func (w *Writer) Tick(ctx context.Context, now time.Time) error {
+	for _, b := range w.sorted() {
+		if b.part != nil && w.policy.OnTime(w.info(b), now) {
+			if err := w.roll(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *Writer) sorted() []*bucket {
+	bs := make([]*bucket, 0, len(w.buckets))
+	for _, b := range w.buckets {
+		bs = append(bs, b)
+	}
+	slices.SortFunc(bs, func(x, y *bucket) int {
+		if x.key.dl != y.key.dl {
+			if x.key.dl {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(x.key.path, y.key.path)
+	})
+	return bs
+}
+
+// Prepare implements committer.Participant: it writes out every buffer,
+// rolls the parts the policy (or final) says to roll, persists the others
+// (fsync), and returns their resumables as state and the rolled parts as
+// committables.
+func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
+	var st state
+	for _, b := range w.sorted() {
+		if b.part == nil {
+			continue
+		}
+		if final || w.policy.OnCheckpoint(w.info(b)) {
+			if err := w.roll(ctx, b); err != nil {
+				return committer.Snapshot{}, err
+			}
+			continue
+		}
+		if err := w.flush(ctx, b); err != nil {
+			return committer.Snapshot{}, err
+		}
+		p := b.part
+		if p.pw.Size() != p.persisted || p.resumable == nil {
+			r, err := p.pw.Persist(ctx)
+			if err != nil {
+				return committer.Snapshot{}, err
+			}
+			p.resumable, p.persisted = r, p.pw.Size()
+		}
+		st.Parts = append(st.Parts, entry{DeadLetter: b.key.dl, Bucket: b.key.path, Part: p.resumable})
+	}
+	// Forget buckets with nothing open: memory follows the open buckets.
+	for k, b := range w.buckets {
+		if b.part == nil {
+			w.bufCap -= int64(cap(b.buf))
+			delete(w.buckets, k)
+		}
+	}
+	snap := committer.Snapshot{Committables: w.rolled}
+	w.rolled = nil
+	if len(st.Parts) > 0 {
+		s, err := json.Marshal(st)
+		if err != nil {
+			return committer.Snapshot{}, err
+		}
+		snap.State = s
+	}
+	return snap, nil
+}
+
+// Commit implements committer.Participant.
+func (w *Writer) Commit(ctx context.Context, committable json.RawMessage) error {
+	var e entry
+	if err := json.Unmarshal(committable, &e); err != nil {
+		return committer.Permanent(fmt.Errorf("filesink: bad committable %s: %w", committable, err))
+	}
+	be := w.backendOf(e.DeadLetter)
+	if be == nil {
+		return committer.Permanent(fmt.Errorf("filesink: committable %s is for the dead-letter output, which is not configured", committable))
+	}
+	if err := be.Commit(ctx, e.Part); err != nil {
+		return err
+	}
+	if w.restored {
+		w.stats.Committed.Add(1)
+	}
+	return nil
+}
+
+// Restore implements committer.Participant: open parts are dropped (their
+// staging data stays for the sweep) and the parts of state are resumed,
+// truncated to their recorded lengths.
+func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
+	w.Close()
+	w.restored = true
+	if raw == nil {
+		return nil
+	}
+	var st state
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("filesink: bad state %s: %w", raw, err)
+	}
+	now := w.now()
+	for _, e := range st.Parts {
+		be := w.backendOf(e.DeadLetter)
+		if be == nil {
+			return fmt.Errorf("filesink: the checkpoint has an open dead-letter part but no dead-letter output is configured")
+		}
+		target, _, err := be.Describe(e.Part)
+		if err != nil {
+			return err
+		}
+		pw, err := be.Resume(ctx, e.Part)
+		if err != nil {
+			return err
+		}
+		key := bucketKey{dl: e.DeadLetter, path: e.Bucket}
+		w.buckets[key] = &bucket{key: key, part: &part{
+			target: target, pw: pw, created: now, lastWrite: now,
+			persisted: pw.Size(), resumable: e.Part,
+		}}
+	}
+	return nil
+}
+
+// Sweep implements committer.Participant: it deletes in-progress files named
+// in this subtask's namespace that neither a retained checkpoint nor an open
+// part references.
+func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+	keep := map[bool][]json.RawMessage{}
+	addEntry := func(raw json.RawMessage) error {
+		var e entry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return err
+		}
+		keep[e.DeadLetter] = append(keep[e.DeadLetter], e.Part)
+		return nil
+	}
+	for _, c := range retained {
+		for _, p := range c.Participants {
+			if p.Name != w.Name() {
+				continue
+			}
+			if p.State != nil {
+				var st state
+				if err := json.Unmarshal(p.State, &st); err != nil {
+					return fmt.Errorf("filesink: bad state in checkpoint %d: %w", c.ID, err)
+				}
+				for _, e := range st.Parts {
+					keep[e.DeadLetter] = append(keep[e.DeadLetter], e.Part)
+				}
+			}
+			for _, pc := range p.Pending {
+				if err := addEntry(pc.Data); err != nil {
+					return fmt.Errorf("filesink: bad committable in checkpoint %d: %w", c.ID, err)
+				}
+			}
+		}
+	}
+	for _, b := range w.buckets {
+		if b.part != nil && b.part.resumable != nil {
+			keep[b.key.dl] = append(keep[b.key.dl], b.part.resumable)
+		}
+	}
+	if err := w.backend.Sweep(ctx, w.namespace(), keep[false]); err != nil {
+		return err
+	}
+	if w.dl != nil {
+		return w.dl.Sweep(ctx, w.namespace(), keep[true])
+	}
+	return nil
+}
+
+// Close releases every open part file without publishing anything; staging
+// data stays for a later recovery. Records not covered by a decided
+// checkpoint are dropped.
+func (w *Writer) Close() error {
+	var first error
+	for k, b := range w.buckets {
+		if b.part != nil && b.part.pw != nil {
+			if err := b.part.pw.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		delete(w.buckets, k)
+	}
+	w.bufCap, w.rolled = 0, nil
+	return first
+}

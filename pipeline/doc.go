@@ -1,0 +1,32 @@
+// Package pipeline runs a job: it reads a source, hands records to sink
+// subtasks, and drives the commit protocol.
+//
+// # Run loop
+//
+// [Run] recovers from the checkpoint store first (committing what the newest
+// record decided, restoring the sinks, sweeping orphans), opens the source at
+// the recorded position, then reads records in batches. Subtask i of N takes
+// records i, i+N, ... of every batch, in its own goroutine. A checkpoint is
+// taken between two batches (the barrier is aligned trivially in one
+// process): every checkpoint interval, every CheckpointEvery records, at the
+// end of a bounded source (a final checkpoint that closes every part file),
+// and when Stop is closed (a graceful stop: final checkpoint, then Run
+// returns nil).
+//
+// # Guarantees
+//
+// When Run returns nil after the end of input, every record of a replayable
+// source is published exactly once. When Run returns an error, or the
+// process dies, nothing decided is lost: running again with the same
+// checkpoint store finishes the job, and records after the newest decided
+// checkpoint are read again from the source. A non-replayable source (stdin)
+// loses the records read after the last decided checkpoint.
+//
+// Cancelling the context passed to Run aborts at once without a final
+// checkpoint (like a crash, minus the crash).
+//
+// # Concurrency
+//
+// Run is safe to call concurrently with other Runs on different stores.
+// A Sink is used by one goroutine at a time.
+package pipeline

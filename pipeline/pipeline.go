@@ -1,0 +1,325 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
+)
+
+// Sink is one sink subtask as the pipeline drives it.
+type Sink interface {
+	committer.Participant
+	// Write adds one record; record is not retained after it returns.
+	Write(ctx context.Context, record []byte, origin source.Origin) error
+	// Tick lets the sink apply processing-time rules (rolling) at now.
+	Tick(ctx context.Context, now time.Time) error
+	// Close releases resources without publishing anything.
+	Close() error
+}
+
+// Defaults.
+const (
+	DefaultCheckpointInterval = 10 * time.Second
+	DefaultTickInterval       = time.Second
+	DefaultBatchSize          = 512
+)
+
+// Config describes a job.
+type Config struct {
+	// OpenSource opens the source at pos (nil: from the beginning).
+	OpenSource func(ctx context.Context, pos json.RawMessage) (source.Source, error)
+	// Store keeps the checkpoint records.
+	Store recovery.Store
+	// Sinks are the subtasks; their Names must be stable across runs.
+	Sinks []Sink
+	// CheckpointInterval between checkpoints (default 10 s; negative: none
+	// on time).
+	CheckpointInterval time.Duration
+	// CheckpointEvery takes a checkpoint after about that many records
+	// (at the next batch boundary); 0 disables it.
+	CheckpointEvery int64
+	// TickInterval between Sink.Tick calls (default 1 s).
+	TickInterval time.Duration
+	// BatchSize is the number of records read per batch (default 512).
+	BatchSize int
+	// Stop, when closed, makes Run take a final checkpoint and return nil.
+	Stop <-chan struct{}
+	// Logger (default: discard).
+	Logger *slog.Logger
+	// Clock for Tick (default time.Now).
+	Clock func() time.Time
+	// CommitterOptions are passed to committer.New.
+	CommitterOptions []committer.Option
+	// Progress, if set, receives totals after every batch and checkpoint.
+	// It is called from Run's goroutine and must not block.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot of a job's totals.
+type Progress struct {
+	Records     int64  // records read in this run
+	Bytes       int64  // bytes of records read in this run
+	Checkpoints int64  // checkpoints completed in this run
+	Checkpoint  uint64 // id of the latest completed checkpoint
+	Done        bool   // the final checkpoint completed
+}
+
+// Result describes a finished run.
+type Result struct {
+	Restored   uint64 // checkpoint restored at start (0: fresh start)
+	Checkpoint uint64 // last checkpoint completed
+	Records    int64  // records read in this run
+	Bytes      int64
+	EndOfInput bool // the source was exhausted (otherwise: stopped)
+}
+
+type batch struct {
+	data    []byte
+	ends    []int // data[ends[i-1]:ends[i]] is record i
+	origins []source.Origin
+	pos     json.RawMessage // source position after the last record
+	eof     bool            // the source is exhausted after this batch
+	err     error
+}
+
+func (b *batch) record(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = b.ends[i-1]
+	}
+	return b.data[start:b.ends[i]]
+}
+
+// Run executes the job until the end of a bounded source, a stop, or an
+// error. See the package documentation for its guarantees.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	var res Result
+	if cfg.OpenSource == nil || cfg.Store == nil || len(cfg.Sinks) == 0 {
+		return res, errors.New("pipeline: OpenSource, Store and at least one Sink are required")
+	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = DefaultTickInterval
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	log := cfg.Logger
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	subs := make([]*subtask, len(cfg.Sinks))
+	parts := make([]committer.Participant, len(cfg.Sinks))
+	var wg sync.WaitGroup
+	for i, s := range cfg.Sinks {
+		subs[i] = newSubtask(s, i, len(cfg.Sinks))
+		parts[i] = subs[i]
+		wg.Add(1)
+		go func() { defer wg.Done(); subs[i].run(ctx) }()
+	}
+	defer func() {
+		for _, s := range subs {
+			close(s.in)
+		}
+		wg.Wait()
+		for _, s := range cfg.Sinks {
+			s.Close()
+		}
+	}()
+
+	opts := append([]committer.Option{committer.WithLogger(log)}, cfg.CommitterOptions...)
+	coord, err := committer.New(cfg.Store, parts, opts...)
+	if err != nil {
+		return res, err
+	}
+	restored, err := coord.Recover(ctx)
+	if err != nil {
+		return res, err
+	}
+	var pos json.RawMessage
+	if restored != nil {
+		res.Restored = restored.ID
+		res.Checkpoint = restored.ID
+		pos = restored.Source
+	}
+	src, err := cfg.OpenSource(ctx, pos)
+	if err != nil {
+		return res, fmt.Errorf("open source: %w", err)
+	}
+	defer src.Close()
+	if restored != nil {
+		if src.Replayable() {
+			log.Info("restored", "checkpoint", restored.ID, "source", src.Describe())
+		} else {
+			log.Warn("the source is not replayable: records read after the last checkpoint of the previous run are lost", "checkpoint", restored.ID, "source", src.Describe())
+		}
+	}
+
+	batches := make(chan *batch, 2)
+	readCtx, stopReading := context.WithCancel(ctx)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		read(readCtx, src, cfg.BatchSize, batches)
+	}()
+	defer func() { stopReading(); <-readDone }()
+
+	ckptTicker := newTicker(cfg.CheckpointInterval)
+	defer ckptTicker.stop()
+	tickTicker := newTicker(cfg.TickInterval)
+	defer tickTicker.stop()
+
+	var prog Progress
+	var sinceCkpt int64
+	var lastPos json.RawMessage = pos
+	checkpoint := func(final bool) error {
+		id, err := coord.Checkpoint(ctx, lastPos, final)
+		if err != nil {
+			return err
+		}
+		res.Checkpoint = id
+		prog.Checkpoints++
+		prog.Checkpoint = id
+		prog.Done = final
+		sinceCkpt = 0
+		log.Debug("checkpoint", "id", id, "final", final, "records", prog.Records)
+		if cfg.Progress != nil {
+			cfg.Progress(prog)
+		}
+		return nil
+	}
+	finish := func(eof bool) (Result, error) {
+		if err := checkpoint(true); err != nil {
+			return res, err
+		}
+		res.Records, res.Bytes, res.EndOfInput = prog.Records, prog.Bytes, eof
+		return res, nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-cfg.Stop:
+			log.Info("stopping: taking a final checkpoint")
+			stopReading()
+			return finish(false)
+		case <-ckptTicker.c:
+			if err := checkpoint(false); err != nil {
+				return res, err
+			}
+		case <-tickTicker.c:
+			now := cfg.Clock()
+			for _, s := range subs {
+				if err := s.tick(ctx, now); err != nil {
+					return res, err
+				}
+			}
+		case b := <-batches:
+			if b.err != nil {
+				return res, b.err
+			}
+			if n := len(b.ends); n > 0 {
+				for _, s := range subs {
+					select {
+					case s.in <- msg{batch: b}:
+					case <-s.failed:
+						return res, s.err
+					case <-ctx.Done():
+						return res, ctx.Err()
+					}
+				}
+				prog.Records += int64(n)
+				prog.Bytes += int64(len(b.data))
+				sinceCkpt += int64(n)
+				if cfg.Progress != nil {
+					cfg.Progress(prog)
+				}
+			}
+			lastPos = b.pos
+			if b.eof {
+				return finish(true)
+			}
+			if cfg.CheckpointEvery > 0 && sinceCkpt >= cfg.CheckpointEvery {
+				if err := checkpoint(false); err != nil {
+					return res, err
+				}
+			}
+		}
+	}
+}
+
+// read sends batches of records until the end of the source, an error or
+// cancellation.
+func read(ctx context.Context, src source.Source, size int, out chan<- *batch) {
+	for {
+		b := &batch{}
+		for len(b.ends) < size {
+			rec, err := src.Next(ctx)
+			if err == io.EOF {
+				b.eof = true
+				break
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				b.err = fmt.Errorf("read source: %w", err)
+				break
+			}
+			b.data = append(b.data, rec.Value...)
+			b.ends = append(b.ends, len(b.data))
+			b.origins = append(b.origins, rec.Origin)
+		}
+		if b.err == nil {
+			pos, err := src.Position()
+			if err != nil {
+				b.err = fmt.Errorf("source position: %w", err)
+			}
+			b.pos = pos
+		}
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return
+		}
+		if b.eof || b.err != nil {
+			return
+		}
+	}
+}
+
+type ticker struct {
+	t *time.Ticker
+	c <-chan time.Time
+}
+
+func newTicker(d time.Duration) ticker {
+	if d <= 0 {
+		return ticker{}
+	}
+	t := time.NewTicker(d)
+	return ticker{t: t, c: t.C}
+}
+
+func (t ticker) stop() {
+	if t.t != nil {
+		t.t.Stop()
+	}
+}

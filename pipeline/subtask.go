@@ -1,0 +1,100 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/recovery"
+)
+
+// subtask runs one Sink in its own goroutine. Records arrive in batches;
+// protocol calls arrive as functions on the same channel, so a call sees
+// every record sent before it (the checkpoint barrier).
+type subtask struct {
+	sink Sink
+	in   chan msg
+	idx  int
+	n    int
+
+	err    error         // first write error; set before failed is closed
+	failed chan struct{} // closed on the first write error
+}
+
+func newSubtask(sink Sink, idx, n int) *subtask {
+	return &subtask{sink: sink, in: make(chan msg, 4), idx: idx, n: n, failed: make(chan struct{})}
+}
+
+type msg struct {
+	batch *batch
+	fn    func() error
+	done  chan error
+}
+
+var _ committer.Participant = (*subtask)(nil)
+
+func (s *subtask) run(ctx context.Context) {
+	failed := s.failed
+	for m := range s.in {
+		if m.fn != nil {
+			var err error
+			select {
+			case <-failed:
+				err = s.err
+			default:
+				err = m.fn()
+			}
+			m.done <- err
+			continue
+		}
+		select {
+		case <-failed:
+			continue
+		default:
+		}
+		b := m.batch
+		for i := s.idx; i < len(b.ends); i += s.n {
+			if err := s.sink.Write(ctx, b.record(i), b.origins[i]); err != nil {
+				s.err = err
+				close(failed)
+				break
+			}
+		}
+	}
+}
+
+// call runs fn on the subtask's goroutine after every batch sent before.
+func (s *subtask) call(fn func() error) error {
+	done := make(chan error, 1)
+	s.in <- msg{fn: fn, done: done}
+	return <-done
+}
+
+func (s *subtask) Name() string { return s.sink.Name() }
+
+func (s *subtask) Prepare(ctx context.Context, id uint64, final bool) (snap committer.Snapshot, err error) {
+	err = s.call(func() (e error) { snap, e = s.sink.Prepare(ctx, id, final); return })
+	return snap, err
+}
+
+func (s *subtask) Commit(ctx context.Context, c json.RawMessage) error {
+	return s.call(func() error { return s.sink.Commit(ctx, c) })
+}
+
+func (s *subtask) Restore(ctx context.Context, state json.RawMessage) error {
+	return s.call(func() error { return s.sink.Restore(ctx, state) })
+}
+
+func (s *subtask) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+	return s.call(func() error { return s.sink.Sweep(ctx, retained) })
+}
+
+// tick runs Sink.Tick on the subtask's goroutine.
+func (s *subtask) tick(ctx context.Context, now time.Time) error {
+	if err := s.call(func() error { return s.sink.Tick(ctx, now) }); err != nil {
+		return fmt.Errorf("%s: %w", s.sink.Name(), err)
+	}
+	return nil
+}
