@@ -74,9 +74,9 @@ type Backend interface {
 	// checkpoints and live writers) references. It must not touch anything
 	// else.
 	Sweep(ctx context.Context, namespace string, keep []json.RawMessage) error
-	// Target returns the publish target named by a resumable or pending, for
-	// messages and audits.
-	Target(data json.RawMessage) (string, error)
+	// Describe returns the publish target and the staging name of a
+	// resumable or pending, for messages and audits.
+	Describe(data json.RawMessage) (target, staging string, err error)
 }
 
 // PartWriter writes one in-progress part file. Not safe for concurrent use.
@@ -96,10 +96,14 @@ type PartWriter interface {
 	Close() error
 }
 
-// Auditor is implemented by backends that can check published output for
-// recovery.Verify-style audits.
+// Auditor is implemented by backends that can check their output (the
+// verify command).
 type Auditor interface {
 	// Check reports whether pending is published exactly as recorded
 	// (nil), or why not.
 	Check(ctx context.Context, pending json.RawMessage) error
+	// Scan lists the output: the staging names present (as Describe names
+	// them) and every problem seen regardless of checkpoints, such as
+	// staging data visible as finished output.
+	Scan(ctx context.Context) (staging []string, problems []string, err error)
 }

@@ -273,4 +273,3 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
-

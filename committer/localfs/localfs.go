@@ -79,10 +79,10 @@ func parse(data json.RawMessage) (record, error) {
 	return r, nil
 }
 
-// Target implements committer.Backend.
-func (b *Backend) Target(data json.RawMessage) (string, error) {
+// Describe implements committer.Backend.
+func (b *Backend) Describe(data json.RawMessage) (target, staging string, err error) {
 	r, err := parse(data)
-	return r.Target, err
+	return r.Target, r.Staging, err
 }
 
 // Open implements committer.Backend.
@@ -283,6 +283,24 @@ func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 		return fmt.Errorf("%s: has %d bytes, the checkpoint recorded %d", b.abs(r.Target), st.Size(), r.Length)
 	}
 	return nil
+}
+
+// Scan implements committer.Auditor: it lists hidden in-progress files and
+// reports a file that looks like staging data (".inprogress", ".tmp") under a
+// visible name.
+func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err error) {
+	err = b.walk(ctx, "", func(rel string, _ fs.DirEntry) error {
+		base := path.Base(rel)
+		switch {
+		case base[0] == '.' && strings.HasSuffix(base, StagingSuffix):
+			staging = append(staging, rel)
+		case base[0] == '.' || base[0] == '_':
+		case strings.HasSuffix(base, StagingSuffix) || strings.Contains(base, ".tmp"):
+			problems = append(problems, fmt.Sprintf("%s: staging file visible as finished output", b.abs(rel)))
+		}
+		return nil
+	})
+	return staging, problems, err
 }
 
 // Sweep implements committer.Backend.
