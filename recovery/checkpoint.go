@@ -111,3 +111,7 @@ func Decode(file string, b []byte) (*Checkpoint, error) {
 	}
 	return &c, nil
 }
+
+func putU32(b []byte, v uint32) { binary.BigEndian.PutUint32(b, v) }
+
+func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

@@ -1,0 +1,113 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/filesink/filesink/internal/vfs"
+)
+
+func TestDirStorePutListGetPrune(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := OpenDir(ctx, vfs.OS{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Latest(ctx, s); c != nil || err != nil {
+		t.Fatalf("empty store: Latest = %v, %v", c, err)
+	}
+	for id := uint64(1); id <= 5; id++ {
+		c := sample()
+		c.ID = id
+		if err := s.Put(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := sample()
+	c.ID = 3
+	if err := s.Put(ctx, c); err == nil {
+		t.Fatal("Put overwrote record 3")
+	}
+	last, err := Latest(ctx, s)
+	if err != nil || last.ID != 5 {
+		t.Fatalf("Latest = %v, %v; want 5", last, err)
+	}
+	if err := Prune(ctx, s, 3); err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := s.List(ctx)
+	if len(ids) != 3 || ids[0] != 3 || ids[2] != 5 {
+		t.Fatalf("after Prune(3): %v", ids)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("temp file left: %s", e.Name())
+		}
+	}
+}
+
+func TestDirStoreCorruptNewestIsLoud(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, _ := OpenDir(ctx, vfs.OS{}, dir)
+	for id := uint64(1); id <= 2; id++ {
+		c := sample()
+		c.ID = id
+		if err := s.Put(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := filepath.Join(dir, "ckpt-00000000000000000002")
+	b, _ := os.ReadFile(name)
+	if err := os.WriteFile(name, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Latest(ctx, s)
+	if !errors.Is(err, ErrCorruptCheckpoint) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("Latest over a truncated newest record = %v; want ErrCorruptCheckpoint naming %s", err, name)
+	}
+	if _, err := Retained(ctx, s); !errors.Is(err, ErrCorruptCheckpoint) {
+		t.Fatalf("Retained = %v; want ErrCorruptCheckpoint", err)
+	}
+	// A stray file with the record prefix is loud too.
+	os.WriteFile(filepath.Join(dir, "ckpt-junk"), nil, 0o644)
+	if _, err := s.List(ctx); !errors.Is(err, ErrCorruptCheckpoint) {
+		t.Fatalf("List with a stray ckpt- file = %v", err)
+	}
+}
+
+func TestOpenDirRemovesTempFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, ".ckpt-00000000000000000007.tmp-abc")
+	os.WriteFile(tmp, []byte("partial"), 0o644)
+	s, err := OpenDir(ctx, vfs.OS{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("temp file of an interrupted Put survived OpenDir")
+	}
+	if ids, _ := s.List(ctx); len(ids) != 0 {
+		t.Fatalf("temp file listed as record: %v", ids)
+	}
+}
+
+func TestRecordNameMustMatchID(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, _ := OpenDir(ctx, vfs.OS{}, dir)
+	c := sample()
+	c.ID = 9
+	s.Put(ctx, c)
+	os.Rename(filepath.Join(dir, "ckpt-00000000000000000009"), filepath.Join(dir, "ckpt-00000000000000000010"))
+	if _, err := s.Get(ctx, 10); !errors.Is(err, ErrCorruptCheckpoint) {
+		t.Fatalf("record 9 under the name of 10: %v", err)
+	}
+}
