@@ -1,0 +1,245 @@
+package committer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/recovery"
+)
+
+// world is what survives a crash: the published output.
+type world struct {
+	published []string // in publish order
+	fails     map[string]int
+}
+
+// fake is a participant whose committables are strings; each Prepare emits
+// one committable "<name>@<id>" unless final with no data.
+type fake struct {
+	name    string
+	w       *world
+	state   string
+	commits []string
+}
+
+func (f *fake) Name() string { return f.name }
+func (f *fake) Prepare(_ context.Context, id uint64, final bool) (committer.Snapshot, error) {
+	c, _ := json.Marshal(fmt.Sprintf("%s@%d", f.name, id))
+	st, _ := json.Marshal(fmt.Sprintf("state@%d", id))
+	return committer.Snapshot{State: st, Committables: []json.RawMessage{c}}, nil
+}
+func (f *fake) Commit(_ context.Context, c json.RawMessage) error {
+	var s string
+	json.Unmarshal(c, &s)
+	if f.w.fails[s] > 0 {
+		f.w.fails[s]--
+		return errors.New("transient")
+	}
+	f.commits = append(f.commits, s)
+	if !slices.Contains(f.w.published, s) {
+		f.w.published = append(f.w.published, s)
+	}
+	return nil
+}
+func (f *fake) Restore(_ context.Context, st json.RawMessage) error {
+	f.state = string(st)
+	return nil
+}
+func (f *fake) Sweep(context.Context, []*recovery.Checkpoint) error { return nil }
+
+func newCoord(t *testing.T, store recovery.Store, w *world, opts ...committer.Option) (*committer.Coordinator, []*fake) {
+	t.Helper()
+	fs := []*fake{{name: "a", w: w}, {name: "b", w: w}}
+	c, err := committer.New(store, []committer.Participant{fs[0], fs[1]}, append([]committer.Option{committer.WithRetry(3, time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, fs
+}
+
+func newStore(t *testing.T) recovery.Store {
+	s, err := recovery.OpenDir(context.Background(), vfs.OS{}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestCheckpointsPublishInOrder(t *testing.T) {
+	ctx := context.Background()
+	w := &world{}
+	c, _ := newCoord(t, newStore(t), w)
+	if r, err := c.Recover(ctx); r != nil || err != nil {
+		t.Fatalf("fresh Recover = %v, %v", r, err)
+	}
+	for range 3 {
+		if _, err := c.Checkpoint(ctx, json.RawMessage(`1`), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"a@1", "b@1", "a@2", "b@2", "a@3", "b@3"}
+	if !slices.Equal(w.published, want) {
+		t.Fatalf("published %v, want %v", w.published, want)
+	}
+}
+
+// Invariant 7: a lost notification is made up by the next commit, in order;
+// a late or duplicate commit is a no-op.
+func TestLostNotification(t *testing.T) {
+	ctx := context.Background()
+	w := &world{}
+	c, fs := newCoord(t, newStore(t), w)
+	c.Recover(ctx)
+	id1, err := c.Prepare(ctx, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, err := c.Prepare(ctx, nil, false) // the commit of id1 never came
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.published) != 0 {
+		t.Fatalf("published before any commit: %v", w.published)
+	}
+	if err := c.Commit(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a@1", "b@1", "a@2", "b@2"}
+	if !slices.Equal(w.published, want) {
+		t.Fatalf("published %v, want %v", w.published, want)
+	}
+	n := len(fs[0].commits)
+	if err := c.Commit(ctx, id1); err != nil { // late notification
+		t.Fatal(err)
+	}
+	if err := c.Commit(ctx, id2); err != nil { // duplicate notification
+		t.Fatal(err)
+	}
+	if len(fs[0].commits) != n {
+		t.Fatalf("late/duplicate commit ran Commit again: %v", fs[0].commits)
+	}
+	if err := c.Commit(ctx, id2+1); err == nil {
+		t.Fatal("commit of an undecided checkpoint accepted")
+	}
+}
+
+// Crash at every named point of a checkpoint and of recovery itself, then
+// recover (twice in a row from the same record where the first recovery
+// crashes too): everything decided is published exactly once, nothing
+// undecided is published.
+func TestCrashAtEveryPoint(t *testing.T) {
+	ctx := context.Background()
+	points := []string{"prepared:a", "prepared:b", "phase1", "decided", "committed:1", "committed:2", "committed:3", "committed:4", "phase2", "pruned"}
+	for _, p := range points {
+		for _, recoverCrash := range []string{"", "recover:committed:1", "recover:restored", "recover:swept"} {
+			t.Run(p+"/"+recoverCrash, func(t *testing.T) {
+				w := &world{}
+				store := newStore(t)
+				c, _ := newCoord(t, store, w)
+				c.Recover(ctx)
+				if _, err := c.Checkpoint(ctx, nil, false); err != nil {
+					t.Fatal(err)
+				}
+				// A new run: checkpoint 2 is decided but its commit is lost,
+				// then checkpoint 3 crashes at p, so that its phase 2 has
+				// the committables of two checkpoints.
+				crash := errors.New("crash")
+				armed := false
+				cc, _ := newCoord(t, store, w, committer.WithHook(func(at string) error {
+					if armed && at == p {
+						return crash
+					}
+					return nil
+				}))
+				if _, err := cc.Recover(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := cc.Prepare(ctx, nil, false); err != nil {
+					t.Fatal(err)
+				}
+				armed = true
+				if _, err := cc.Checkpoint(ctx, nil, false); !errors.Is(err, crash) {
+					t.Fatalf("checkpoint 3 did not crash at %s: %v", p, err)
+				}
+				if _, err := cc.Checkpoint(ctx, nil, false); err == nil {
+					t.Fatal("a crashed coordinator accepted another checkpoint")
+				}
+				decided := p == "decided" || strings.HasPrefix(p, "committed") || p == "phase2" || p == "pruned"
+				if recoverCrash != "" {
+					rc, _ := newCoord(t, store, w, committer.WithHook(func(at string) error {
+						if at == recoverCrash {
+							return crash
+						}
+						return nil
+					}))
+					if _, err := rc.Recover(ctx); !errors.Is(err, crash) {
+						t.Fatalf("recovery did not crash at %s: %v", recoverCrash, err)
+					}
+				}
+				final, _ := newCoord(t, store, w)
+				r, err := final.Recover(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := []string{"a@1", "b@1", "a@2", "b@2"}
+				wantID := uint64(2)
+				if decided {
+					want = append(want, "a@3", "b@3")
+					wantID = 3
+				}
+				if r.ID != wantID {
+					t.Fatalf("restored checkpoint %d, want %d", r.ID, wantID)
+				}
+				if !slices.Equal(w.published, want) {
+					t.Fatalf("published %v, want %v", w.published, want)
+				}
+				if got := final.NextID(); got != wantID+1 {
+					t.Fatalf("next id %d, want %d", got, wantID+1)
+				}
+			})
+		}
+	}
+}
+
+func TestRetryTransientNotPermanent(t *testing.T) {
+	ctx := context.Background()
+	w := &world{fails: map[string]int{"a@1": 2}}
+	c, _ := newCoord(t, newStore(t), w)
+	c.Recover(ctx)
+	if _, err := c.Checkpoint(ctx, nil, false); err != nil {
+		t.Fatalf("two transient failures with 3 attempts: %v", err)
+	}
+	w.fails = map[string]int{"a@2": 5}
+	_, err := c.Checkpoint(ctx, nil, false)
+	var ce *committer.CommitError
+	if !errors.As(err, &ce) || ce.Checkpoint != 2 || ce.Participant != "a" {
+		t.Fatalf("persistent failure: %v", err)
+	}
+	if w.fails["a@2"] != 2 {
+		t.Fatalf("made %d attempts, want 3", 5-w.fails["a@2"])
+	}
+	if !committer.IsPermanent(fmt.Errorf("x: %w", committer.ErrDataLoss)) || committer.IsPermanent(errors.New("x")) {
+		t.Fatal("IsPermanent misclassifies")
+	}
+}
+
+func TestParticipantMismatch(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	w := &world{}
+	c, _ := newCoord(t, store, w)
+	c.Recover(ctx)
+	c.Checkpoint(ctx, nil, false)
+	one, _ := committer.New(store, []committer.Participant{&fake{name: "a", w: w}})
+	if _, err := one.Recover(ctx); !errors.Is(err, committer.ErrParticipantMismatch) {
+		t.Fatalf("recover with fewer participants: %v", err)
+	}
+}
