@@ -218,4 +218,3 @@ func Files(fsys vfs.FS) map[string]int64 {
 	walk(Out)
 	return out
 }
-
