@@ -1,0 +1,33 @@
+# filesink: build, test, benchmark.
+GO ?= go
+
+.PHONY: all build test lint fuzz bench example
+
+all: build test
+
+build:
+	$(GO) build -o bin/filesink ./cmd/filesink
+
+# The one command that runs every test: format and vet checks, then all
+# tests (unit, fuzz seed corpora, crash loops, named crash points, kill -9
+# chaos) under the race detector.
+test: lint
+	$(GO) test -race -timeout 40m ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Short coverage-guided fuzzing of the decoders and the path sanitiser.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./recovery
+	$(GO) test -run '^$$' -fuzz '^FuzzSanitize$$' -fuzztime 30s ./bucketing
+	$(GO) test -run '^$$' -fuzz '^FuzzValid$$' -fuzztime 30s ./internal/jsonscan
+
+bench:
+	scripts/bench
+
+# The main job on the embedded default: a generator into ./out.
+example:
+	$(GO) run ./cmd/filesink run --source 'gen://?count=1000000' --sink ./out
