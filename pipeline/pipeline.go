@@ -190,17 +190,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var sinceCkpt int64
 	var lastPos json.RawMessage = pos
 	checkpoint := func(final bool) error {
-		// A subtask that failed on a record reports that record, not the
-		// checkpoint it broke.
-		for _, s := range subs {
-			select {
-			case <-s.failed:
-				return s.err
-			default:
-			}
-		}
 		id, err := coord.Checkpoint(ctx, lastPos, final)
 		if err != nil {
+			// A subtask that failed on a record reports that record, not
+			// the checkpoint it broke.
+			for _, s := range subs {
+				select {
+				case <-s.failed:
+					return s.err
+				default:
+				}
+			}
 			return err
 		}
 		res.Checkpoint = id
