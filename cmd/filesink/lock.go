@@ -12,6 +12,9 @@ import (
 // run on one checkpoint directory. The kernel drops the lock when the
 // process dies, so a killed run never blocks the next.
 func lockState(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
 	name := filepath.Join(dir, "LOCK")
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

@@ -85,11 +85,16 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	if err != nil {
 		return err
 	}
+	// Lock before opening the store: opening removes temp files that a
+	// running process could be writing.
 	unlock, err := lockState(job.stateDir)
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if job.cfg.Store, err = recovery.OpenDir(ctx, vfs.OS{}, job.stateDir); err != nil {
+		return err
+	}
 
 	stopc := make(chan struct{})
 	ctx, cancel := context.WithCancel(ctx)
@@ -200,10 +205,6 @@ func (f *runFlags) build(log *slog.Logger, stdin io.Reader) (*job, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, fmt.Errorf("run: --sink: %w", err)
 	}
-	store, err := recovery.OpenDir(context.Background(), vfs.OS{}, stateDir)
-	if err != nil {
-		return nil, err
-	}
 	be := localfs.New(vfs.OS{}, out)
 	j := &job{stateDir: stateDir}
 	for i := range f.parallelism {
@@ -233,7 +234,6 @@ func (f *runFlags) build(log *slog.Logger, stdin io.Reader) (*job, error) {
 		}
 		return source.Open(ctx, srcURI, pos)
 	}
-	j.cfg.Store = store
 	j.cfg.CheckpointInterval = f.interval
 	j.cfg.CheckpointEvery = f.checkpointEvery
 	j.cfg.TickInterval = min(max(time.Second, min(nonZero(f.rollover), nonZero(f.inactivity))/10), 10*time.Second)
