@@ -1,0 +1,86 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// SupportedURIs lists the source URI forms Open accepts, for help texts and
+// error messages.
+const SupportedURIs = `file://DIR or a plain path DIR (every file under DIR; DIR may also be one file), ` +
+	`gen://?count=N[&seed=S&size=B&keys=K&start=RFC3339&step=DURATION] (generator), ` +
+	`- or stdin:// (standard input, not replayable)`
+
+// Open opens the source named by uri, resuming at pos (nil or JSON null:
+// from the beginning). The forms are:
+//
+//   - "file://DIR" (or "file:DIR"), or a plain path "DIR": the directory
+//     source, NewDir(ctx, DIR, pos, opts...). The text after "file://" is
+//     taken literally, without percent-decoding: "file:///in" is "/in",
+//     "file://in" is "in".
+//   - "gen://?count=N&seed=S&size=B&keys=K&start=RFC3339&step=DURATION" (or
+//     "gen:?..."): the generator, NewGenerator(ParseGenQuery(...), pos).
+//     count is required.
+//   - "-" or "stdin://" (or "stdin:"): standard input, NewReader(os.Stdin,
+//     "stdin", opts...). Stdin is not replayable: a non-nil pos is an error
+//     matching ErrNotReplayable, and the caller decides whether to start
+//     over without it.
+//
+// Any other "scheme://" is an error matching ErrBadURI that lists the
+// supported forms. opts configure the line-reading sources; giving one to
+// the generator is an error.
+func Open(ctx context.Context, uri string, pos json.RawMessage, opts ...Option) (Source, error) {
+	switch {
+	case uri == "":
+		return nil, fmt.Errorf("%w: empty URI; supported: %s", ErrBadURI, SupportedURIs)
+	case uri == "-" || hasScheme(uri, "stdin"):
+		if uri != "-" && trimScheme(uri, "stdin") != "" {
+			return nil, fmt.Errorf("%w: %q: stdin takes no path or parameters (use \"-\" or \"stdin://\")", ErrBadURI, uri)
+		}
+		if !isNullPosition(pos) {
+			return nil, fmt.Errorf("%w: stdin cannot resume from a checkpoint position: "+
+				"the records read after that checkpoint were consumed and cannot be read again; "+
+				"start without a position to read new input (records since the checkpoint are lost), "+
+				"or read from a directory for exactly-once replay", ErrNotReplayable)
+		}
+		return NewReader(os.Stdin, "stdin", opts...)
+	case hasScheme(uri, "gen"):
+		rest := trimScheme(uri, "gen")
+		if rest != "" && rest[0] != '?' {
+			return nil, fmt.Errorf("%w: %q: the generator takes only a query: gen://?count=N[&seed=S&size=B&keys=K&start=RFC3339&step=DURATION]", ErrBadURI, uri)
+		}
+		cfg, err := ParseGenQuery(strings.TrimPrefix(rest, "?"))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := buildOptions("gen", opts); err != nil {
+			return nil, err
+		}
+		return NewGenerator(cfg, pos)
+	case hasScheme(uri, "file"):
+		dir := trimScheme(uri, "file")
+		if dir == "" {
+			return nil, fmt.Errorf("%w: %q: no directory; use file:///abs/dir or file://rel/dir", ErrBadURI, uri)
+		}
+		return NewDir(ctx, dir, pos, opts...)
+	case strings.Contains(uri, "://"):
+		scheme, _, _ := strings.Cut(uri, "://")
+		return nil, fmt.Errorf("%w: %q: unsupported scheme %q; supported: %s", ErrBadURI, uri, scheme, SupportedURIs)
+	default:
+		return NewDir(ctx, uri, pos, opts...)
+	}
+}
+
+// hasScheme reports whether uri starts with "scheme:" (case-insensitive).
+func hasScheme(uri, scheme string) bool {
+	return len(uri) > len(scheme) && uri[len(scheme)] == ':' && strings.EqualFold(uri[:len(scheme)], scheme)
+}
+
+// trimScheme removes "scheme://" or "scheme:" from uri.
+func trimScheme(uri, scheme string) string {
+	rest := uri[len(scheme)+1:]
+	return strings.TrimPrefix(rest, "//")
+}
