@@ -3,13 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/source"
 )
 
 // progress draws one status line on a terminal: records, records/s, bytes,
@@ -36,8 +35,8 @@ func newProgress(w io.Writer, mode, src string) *progress {
 		}
 	}
 	if rest, ok := strings.CutPrefix(src, "gen://?"); ok {
-		if q, err := url.ParseQuery(rest); err == nil {
-			p.total, _ = strconv.ParseInt(q.Get("count"), 10, 64)
+		if cfg, err := source.ParseGenQuery(rest); err == nil {
+			p.total = cfg.Count
 		}
 	}
 	return p
