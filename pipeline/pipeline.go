@@ -173,13 +173,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	batches := make(chan *batch, 2)
-	readCtx, stopReading := context.WithCancel(ctx)
+	readCtx, abortReading := context.WithCancel(ctx)
+	stopReading := make(chan struct{})
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		read(readCtx, src, cfg.BatchSize, batches)
+		read(readCtx, stopReading, src, cfg.BatchSize, batches)
 	}()
-	defer func() { stopReading(); <-readDone }()
+	defer func() { abortReading(); <-readDone }()
 
 	ckptTicker := newTicker(cfg.CheckpointInterval)
 	defer ckptTicker.stop()
@@ -221,14 +222,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Records, res.Bytes, res.EndOfInput = prog.Records, prog.Bytes, eof
 		return res, nil
 	}
+	stop := cfg.Stop
 	for {
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
-		case <-cfg.Stop:
+		case <-stop:
+			// Let the reader hand over what it has read (a non-replayable
+			// source cannot give it again); the final checkpoint follows
+			// when it closes the channel.
 			log.Info("stopping: taking a final checkpoint")
-			stopReading()
-			return finish(false)
+			close(stopReading)
+			stop = nil
+			ckptTicker.stop()
+		case <-ckptTicker.c:
+			if err := checkpoint(false); err != nil {
+				return res, err
+			}
 		case <-ckptTicker.c:
 			if err := checkpoint(false); err != nil {
 				return res, err
@@ -240,7 +250,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					return res, err
 				}
 			}
-		case b := <-batches:
+		case b, ok := <-batches:
+			if !ok {
+				return finish(false)
+			}
 			if b.err != nil {
 				return res, b.err
 			}
@@ -274,20 +287,51 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 }
 
-// read sends batches of records until the end of the source, an error or
-// cancellation.
-func read(ctx context.Context, src source.Source, size int, out chan<- *batch) {
+// linger is how long the reader waits for more records before it hands a
+// partial batch over, so that records of a slow source (stdin) reach the
+// sinks and the next checkpoint.
+const linger = 50 * time.Millisecond
+
+// read sends batches of records until the end of the source, an error,
+// stop (then it sends what it has read and closes out) or cancellation of
+// ctx (then it returns at once).
+func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int, out chan<- *batch) {
+	defer close(out)
+	stopCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-stopCtx.Done():
+		}
+	}()
 	for {
 		b := &batch{}
+		stopped := false
+		lctx, lcancel := context.WithTimeout(stopCtx, linger)
 		for len(b.ends) < size {
-			rec, err := src.Next(ctx)
+			rec, err := src.Next(lctx)
 			if err == io.EOF {
 				b.eof = true
 				break
 			}
 			if err != nil {
 				if ctx.Err() != nil {
+					lcancel()
 					return
+				}
+				if stopCtx.Err() != nil {
+					stopped = true
+					break
+				}
+				if lctx.Err() != nil {
+					if len(b.ends) > 0 {
+						break // hand over a partial batch
+					}
+					lcancel()
+					lctx, lcancel = context.WithTimeout(stopCtx, linger)
+					continue
 				}
 				b.err = fmt.Errorf("read source: %w", err)
 				break
@@ -296,6 +340,7 @@ func read(ctx context.Context, src source.Source, size int, out chan<- *batch) {
 			b.ends = append(b.ends, len(b.data))
 			b.origins = append(b.origins, rec.Origin)
 		}
+		lcancel()
 		if b.err == nil {
 			pos, err := src.Position()
 			if err != nil {
@@ -308,12 +353,11 @@ func read(ctx context.Context, src source.Source, size int, out chan<- *batch) {
 		case <-ctx.Done():
 			return
 		}
-		if b.eof || b.err != nil {
+		if b.eof || b.err != nil || stopped {
 			return
 		}
 	}
 }
-
 type ticker struct {
 	t *time.Ticker
 	c <-chan time.Time
@@ -327,8 +371,9 @@ func newTicker(d time.Duration) ticker {
 	return ticker{t: t, c: t.C}
 }
 
-func (t ticker) stop() {
+func (t *ticker) stop() {
 	if t.t != nil {
 		t.t.Stop()
+		t.c = nil
 	}
 }
