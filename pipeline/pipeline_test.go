@@ -1,0 +1,709 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/filesink/filesink/bucketing"
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/localfs"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/internal/testjob"
+	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/internal/vfs/crashfs"
+	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
+)
+
+// env is a job's output and checkpoint store on one filesystem.
+type env struct {
+	fs    vfs.FS
+	root  string
+	be    *localfs.Backend
+	store *recovery.DirStore
+}
+
+// memEnv puts the output at testjob.Out on an in-memory filesystem, where
+// testjob.Check reads it.
+func memEnv(t *testing.T) (*env, *crashfs.FS) {
+	t.Helper()
+	mem := crashfs.New()
+	return newEnv(t, mem, testjob.Out), mem
+}
+
+func newEnv(t *testing.T, fsys vfs.FS, root string) *env {
+	t.Helper()
+	store, err := recovery.OpenDir(context.Background(), fsys, root+"/_filesink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{fs: fsys, root: root, be: localfs.New(fsys, root), store: store}
+}
+
+// sinks returns n fresh file-sink subtasks (small parts: many rolls).
+func (e *env) sinks(t *testing.T, n int, opts ...filesink.Option) []pipeline.Sink {
+	t.Helper()
+	var out []pipeline.Sink
+	for i := range n {
+		o := append([]filesink.Option{filesink.WithBufferBudget(64 << 10),
+			filesink.WithRollingPolicy(filesink.DefaultPolicy{PartSize: 4 << 10})}, opts...)
+		w, err := filesink.New(e.be, i, o...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// config is a job over open with checkpoints only where the test asks.
+func (e *env) config(sinks []pipeline.Sink, open func(context.Context, json.RawMessage) (source.Source, error)) pipeline.Config {
+	return pipeline.Config{
+		OpenSource: open, Store: e.store, Sinks: sinks,
+		CheckpointInterval: -1, TickInterval: 1 << 40, BatchSize: 25,
+		CommitterOptions: []committer.Option{committer.WithRetry(1, 0)},
+	}
+}
+
+func gen(count int64) func(context.Context, json.RawMessage) (source.Source, error) {
+	return func(_ context.Context, pos json.RawMessage) (source.Source, error) {
+		return source.NewGenerator(source.GenConfig{Count: count, Seed: 7, Keys: 5}, pos)
+	}
+}
+
+func exactlyOnce(t *testing.T, mem *crashfs.FS, count int64) {
+	t.Helper()
+	if p := testjob.Check(mem, count); len(p) > 0 {
+		t.Fatalf("not exactly once:\n%s\n%s", strings.Join(p, "\n"), mem)
+	}
+}
+
+// visible returns the finished files of the output with their contents.
+func visible(t *testing.T, e *env) map[string]string {
+	t.Helper()
+	out, err := snapshot(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func snapshot(e *env) (map[string]string, error) {
+	out := map[string]string{}
+	var walk func(string) error
+	walk = func(dir string) error {
+		ents, err := e.fs.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, d := range ents {
+			if n := d.Name(); n[0] == '.' || n[0] == '_' {
+				continue
+			}
+			p := dir + "/" + d.Name()
+			if d.IsDir() {
+				if err := walk(p); err != nil {
+					return err
+				}
+				continue
+			}
+			b, err := vfs.ReadFile(e.fs, p)
+			if err != nil {
+				return err
+			}
+			out[strings.TrimPrefix(p, e.root+"/")] = string(b)
+		}
+		return nil
+	}
+	if _, err := e.fs.Stat(e.root); err != nil {
+		return out, nil
+	}
+	return out, walk(e.root)
+}
+
+// idsIn returns how often each record id appears in files.
+func idsIn(t *testing.T, files map[string]string) map[int64]int {
+	t.Helper()
+	seen := map[int64]int{}
+	for name, data := range files {
+		for _, line := range strings.Split(strings.TrimSuffix(data, "\n"), "\n") {
+			var r struct{ ID *int64 }
+			if err := json.Unmarshal([]byte(line), &r); err != nil || r.ID == nil {
+				t.Fatalf("%s: %q is not a record", name, line)
+			}
+			seen[*r.ID]++
+		}
+	}
+	return seen
+}
+
+// checkIDRange checks that files hold ids [0, n) exactly once.
+func checkIDRange(t *testing.T, files map[string]string, n int64) {
+	t.Helper()
+	seen := idsIn(t, files)
+	for id := range n {
+		if seen[id] != 1 {
+			t.Errorf("id %d published %d times", id, seen[id])
+		}
+	}
+	for id := range seen {
+		if id < 0 || id >= n {
+			t.Errorf("id %d published, want only ids below %d", id, n)
+		}
+	}
+}
+
+func TestRunGeneratorOnOSFS(t *testing.T) {
+	root := t.TempDir()
+	e := newEnv(t, vfs.OS{}, root)
+	const count = 1000
+	cfg := e.config(e.sinks(t, 1), gen(count))
+	cfg.CheckpointEvery = 100
+	res, err := pipeline.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.EndOfInput || res.Records != count || res.Bytes != count*source.DefaultGenSize || res.Restored != 0 {
+		t.Errorf("result %+v: want end of input, %d records, %d bytes, fresh start", res, count, count*source.DefaultGenSize)
+	}
+	if res.Checkpoint < count/100 {
+		t.Errorf("last checkpoint %d, want at least %d (every 100 records and a final one)", res.Checkpoint, count/100)
+	}
+	files := visible(t, e)
+	if len(files) < 2 {
+		t.Errorf("%d files, want several (4 KiB parts)", len(files))
+	}
+	checkIDRange(t, files, count)
+	// Nothing is left in progress.
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(d.Name(), localfs.StagingSuffix) {
+			t.Errorf("staging file left after the final checkpoint: %s", p)
+		}
+		return nil
+	})
+	latest, err := recovery.Latest(context.Background(), e.store)
+	if err != nil || latest == nil {
+		t.Fatalf("latest checkpoint: %v, %v", latest, err)
+	}
+	if latest.ID != res.Checkpoint || string(latest.Source) != fmt.Sprintf(`{"next":%d}`, count) {
+		t.Errorf("latest checkpoint %d at %s, want %d at next=%d", latest.ID, latest.Source, res.Checkpoint, count)
+	}
+	for _, p := range latest.Participants {
+		if p.State != nil {
+			t.Errorf("final checkpoint has in-progress state for %s: %s", p.Name, p.State)
+		}
+	}
+}
+
+func TestRunParallelism(t *testing.T) {
+	for _, bucket := range []string{"none", "field:key"} {
+		t.Run(bucket, func(t *testing.T) {
+			e, mem := memEnv(t)
+			assign, err := bucketing.Parse(bucket, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const count = 1000
+			cfg := e.config(e.sinks(t, 3, filesink.WithAssigner(assign)), gen(count))
+			cfg.CheckpointEvery = 150
+			res, err := pipeline.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.EndOfInput || res.Records != count {
+				t.Errorf("result %+v", res)
+			}
+			exactlyOnce(t, mem, count)
+			perSubtask := map[string]int{}
+			for name, data := range visible(t, e) {
+				base := name[strings.LastIndexByte(name, '/')+1:]
+				perSubtask[base[:len("part-0")]] += strings.Count(data, "\n")
+			}
+			for _, st := range []string{"part-0", "part-1", "part-2"} {
+				// Subtask i takes records i, i+3, ... of every batch.
+				if perSubtask[st] < count/3-count/10 || perSubtask[st] > count/3+count/10 {
+					t.Errorf("subtask %s published %d records, want about a third of %d: %v", st, perSubtask[st], count, perSubtask)
+				}
+			}
+		})
+	}
+}
+
+func TestRunAgainPublishesNothing(t *testing.T) {
+	ctx := context.Background()
+	e, mem := memEnv(t)
+	const count = 300
+	cfg := e.config(e.sinks(t, 2), gen(count))
+	cfg.CheckpointEvery = 50
+	first, err := pipeline.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, mem, count)
+	before := visible(t, e)
+
+	cfg2 := e.config(e.sinks(t, 2), gen(count))
+	cfg2.CheckpointEvery = 50
+	second, err := pipeline.Run(ctx, cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Restored != first.Checkpoint || second.Records != 0 || !second.EndOfInput {
+		t.Errorf("second run %+v, want restored %d, no records, end of input", second, first.Checkpoint)
+	}
+	after := visible(t, e)
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("second run changed the output: %d files -> %d files", len(before), len(after))
+	}
+	exactlyOnce(t, mem, count)
+}
+
+// blockingSource yields the generator's records, then blocks (after limit
+// records from where it was opened) until its context is done, like a
+// source waiting for more input.
+type blockingSource struct {
+	*source.Generator
+	limit, n int64
+}
+
+func (s *blockingSource) Next(ctx context.Context) (source.Record, error) {
+	if s.n >= s.limit {
+		<-ctx.Done()
+		return source.Record{}, ctx.Err()
+	}
+	s.n++
+	return s.Generator.Next(ctx)
+}
+
+func blocking(count, limit int64) func(context.Context, json.RawMessage) (source.Source, error) {
+	return func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
+		g, err := source.NewGenerator(source.GenConfig{Count: count, Seed: 7, Keys: 5}, pos)
+		if err != nil {
+			return nil, err
+		}
+		return &blockingSource{Generator: g, limit: limit}, nil
+	}
+}
+
+// Closing Stop takes a final checkpoint covering exactly the records the
+// run read; a later run continues from there.
+func TestRunStop(t *testing.T) {
+	ctx := context.Background()
+	e, mem := memEnv(t)
+	const count, stopAt = 500, 100 // the source blocks after 110 records: 4 full batches and a partial one
+	stop := make(chan struct{})
+	var once sync.Once
+	cfg := e.config(e.sinks(t, 2), blocking(count, stopAt+10))
+	cfg.CheckpointEvery = 30
+	cfg.Stop = stop
+	cfg.Progress = func(p pipeline.Progress) {
+		if p.Records >= stopAt {
+			once.Do(func() { close(stop) })
+		}
+	}
+	res, err := pipeline.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run after Stop: %v", err)
+	}
+	if res.EndOfInput || res.Records < stopAt || res.Records > stopAt+10 {
+		t.Errorf("result %+v, want %d to %d records and not end of input", res, stopAt, stopAt+10)
+	}
+	checkIDRange(t, visible(t, e), res.Records)
+	latest, err := recovery.Latest(ctx, e.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest.ID != res.Checkpoint || string(latest.Source) != fmt.Sprintf(`{"next":%d}`, res.Records) {
+		t.Errorf("final checkpoint %d at %s, want %d at next=%d", latest.ID, latest.Source, res.Checkpoint, res.Records)
+	}
+	for _, p := range latest.Participants {
+		if p.State != nil {
+			t.Errorf("stop checkpoint left %s in progress: %s", p.Name, p.State)
+		}
+	}
+	// The next run reads the rest.
+	cfg2 := e.config(e.sinks(t, 2), gen(count))
+	res2, err := pipeline.Run(ctx, cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.Restored != res.Checkpoint || res2.Records != count-res.Records || !res2.EndOfInput {
+		t.Errorf("second run %+v", res2)
+	}
+	exactlyOnce(t, mem, count)
+}
+
+// Stop must take effect soon even when the source never blocks (the
+// generator ignores its context, as the Source contract allows for a
+// source that does not block): the run stops long before the end of a
+// large input.
+func TestRunStopNonBlockingSource(t *testing.T) {
+	ctx := context.Background()
+	e, _ := memEnv(t)
+	const count, stopAt = 30_000, 100
+	stop := make(chan struct{})
+	var once sync.Once
+	cfg := e.config(e.sinks(t, 1, filesink.WithRollingPolicy(filesink.NewDefaultPolicy())), gen(count))
+	cfg.Stop = stop
+	cfg.Progress = func(p pipeline.Progress) {
+		if p.Records >= stopAt {
+			once.Do(func() { close(stop) })
+		}
+	}
+	res, err := pipeline.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.EndOfInput || res.Records >= count/2 {
+		t.Errorf("Stop closed after %d records, but the run went on to read %d of %d (end of input %v)", stopAt, res.Records, count, res.EndOfInput)
+	}
+	checkIDRange(t, visible(t, e), res.Records)
+}
+
+// A non-replayable source cannot give records again: on Stop, every record
+// it returned must be committed (records still in the pipe were never read).
+func TestRunStopNonReplayableLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	e, _ := memEnv(t)
+	const sent, stopAt = 110, 100
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		for i := range sent {
+			fmt.Fprintf(pw, "{\"id\":%d}\n", i)
+		}
+		// then keep the pipe open, like an idle producer
+	}()
+	stop := make(chan struct{})
+	var once sync.Once
+	var src *countingSource
+	cfg := e.config(e.sinks(t, 2), func(context.Context, json.RawMessage) (source.Source, error) {
+		r, err := source.NewReader(pr, "stdin")
+		src = &countingSource{Source: r}
+		return src, err
+	})
+	cfg.Stop = stop
+	cfg.Progress = func(p pipeline.Progress) {
+		if p.Records >= stopAt {
+			once.Do(func() { close(stop) })
+		}
+	}
+	res, err := pipeline.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.EndOfInput {
+		t.Errorf("result %+v: the pipe is still open", res)
+	}
+	if src.n < stopAt || res.Records != src.n {
+		t.Errorf("the source returned %d records, the run counted %d", src.n, res.Records)
+	}
+	checkIDRange(t, visible(t, e), src.n)
+}
+
+// countingSource counts the records its Source returned.
+type countingSource struct {
+	source.Source
+	n int64
+}
+
+func (s *countingSource) Next(ctx context.Context) (source.Record, error) {
+	r, err := s.Source.Next(ctx)
+	if err == nil {
+		s.n++
+	}
+	return r, err
+}
+
+// Cancelling the context aborts without a final checkpoint; nothing is
+// published, and a later run publishes everything once.
+func TestRunCancel(t *testing.T) {
+	e, mem := memEnv(t)
+	const count = 300
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := e.config(e.sinks(t, 1), blocking(count, 60))
+	cfg.Progress = func(p pipeline.Progress) {
+		if p.Records >= 50 {
+			cancel()
+		}
+		if p.Checkpoints > 0 {
+			t.Errorf("a checkpoint was taken: %+v", p)
+		}
+	}
+	_, err := pipeline.Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel = %v, want context.Canceled", err)
+	}
+	if ids, err := e.store.List(context.Background()); err != nil || len(ids) != 0 {
+		t.Errorf("checkpoints after cancel: %v, %v; want none", ids, err)
+	}
+	if files := visible(t, e); len(files) != 0 {
+		t.Errorf("published after cancel: %v", files)
+	}
+	res, err := pipeline.Run(context.Background(), e.config(e.sinks(t, 1), gen(count)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Restored != 0 || res.Records != count {
+		t.Errorf("run after cancel %+v", res)
+	}
+	exactlyOnce(t, mem, count)
+}
+
+// sliceSource is a replayable source of fixed lines.
+type sliceSource struct {
+	name  string
+	lines []string
+	next  int
+}
+
+func (s *sliceSource) Next(context.Context) (source.Record, error) {
+	if s.next >= len(s.lines) {
+		return source.Record{}, io.EOF
+	}
+	s.next++
+	return source.Record{Value: []byte(s.lines[s.next-1]), Origin: source.Origin{Name: s.name, Num: int64(s.next)}}, nil
+}
+func (s *sliceSource) Position() (json.RawMessage, error) {
+	return json.RawMessage(fmt.Sprintf(`{"next":%d}`, s.next)), nil
+}
+func (s *sliceSource) Replayable() bool { return true }
+func (s *sliceSource) Describe() string { return s.name }
+func (s *sliceSource) Close() error     { return nil }
+
+func lines(name string, ls []string) func(context.Context, json.RawMessage) (source.Source, error) {
+	return func(_ context.Context, pos json.RawMessage) (source.Source, error) {
+		s := &sliceSource{name: name, lines: ls}
+		if pos != nil {
+			var p struct{ Next int }
+			if err := json.Unmarshal(pos, &p); err != nil {
+				return nil, err
+			}
+			s.next = p.Next
+		}
+		return s, nil
+	}
+}
+
+// A bad record stops the run with an error naming it; what earlier
+// checkpoints committed stays exactly as it was, and fixing the input
+// finishes the job exactly once.
+func TestRunBadRecord(t *testing.T) {
+	ctx := context.Background()
+	e, mem := memEnv(t)
+	const count, bad = 200, 157
+	var recs []string
+	for i := range count {
+		recs = append(recs, fmt.Sprintf(`{"id":%d,"key":"k%d"}`, i, i%3))
+	}
+	broken := append([]string(nil), recs...)
+	broken[bad] = `{"id":157,"key":`
+	var mu sync.Mutex
+	var committed map[string]string
+	cfg := e.config(e.sinks(t, 2, filesink.WithRollingPolicy(filesink.OnCheckpointPolicy{})), lines("in/a.jsonl", broken))
+	cfg.CheckpointEvery = 40
+	cfg.BatchSize = 10
+	cfg.CommitterOptions = append(cfg.CommitterOptions, committer.WithHook(func(point string) error {
+		if point == "pruned" {
+			snap, err := snapshot(e)
+			mu.Lock()
+			committed = snap
+			mu.Unlock()
+			return err
+		}
+		return nil
+	}))
+	_, err := pipeline.Run(ctx, cfg)
+	if err == nil {
+		t.Fatal("Run over a bad record succeeded")
+	}
+	if !errors.Is(err, filesink.ErrBadRecord) || !strings.Contains(err.Error(), fmt.Sprintf("in/a.jsonl:%d", bad+1)) {
+		t.Errorf("error %q does not name the bad record in/a.jsonl:%d", err, bad+1)
+	}
+	mu.Lock()
+	before := committed
+	mu.Unlock()
+	if len(before) == 0 {
+		t.Fatal("no checkpoint committed before the bad record: the test proves nothing")
+	}
+	if got := visible(t, e); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("the failed run changed committed output:\nbefore %v\nafter  %v", keysOf(before), keysOf(got))
+	}
+	n := int64(len(idsIn(t, before)))
+	if n == 0 || n > bad {
+		t.Errorf("%d records committed before the bad record %d", n, bad)
+	}
+	checkIDRange(t, before, n)
+
+	cfg2 := e.config(e.sinks(t, 2), lines("in/a.jsonl", recs))
+	if _, err := pipeline.Run(ctx, cfg2); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, mem, count)
+}
+
+func keysOf(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func TestRunProgress(t *testing.T) {
+	e, _ := memEnv(t)
+	const count = 480
+	var got []pipeline.Progress
+	cfg := e.config(e.sinks(t, 1), gen(count))
+	cfg.CheckpointEvery = 100
+	cfg.Progress = func(p pipeline.Progress) { got = append(got, p) }
+	res, err := pipeline.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 {
+		t.Fatal("Progress never called")
+	}
+	last := got[len(got)-1]
+	if !last.Done || last.Records != count || last.Bytes != count*source.DefaultGenSize || last.Checkpoint != res.Checkpoint {
+		t.Errorf("last progress %+v, result %+v", last, res)
+	}
+	// Checkpoints at 100, 200, 300, 400 records and a final one.
+	if last.Checkpoints != 5 || res.Checkpoint != 5 {
+		t.Errorf("%d checkpoints (last id %d), want 5", last.Checkpoints, res.Checkpoint)
+	}
+	batches := 0
+	for i, p := range got {
+		if i > 0 {
+			prev := got[i-1]
+			if p.Records < prev.Records || p.Bytes < prev.Bytes || p.Checkpoints < prev.Checkpoints {
+				t.Errorf("progress went back: %+v -> %+v", prev, p)
+			}
+			if p.Records > prev.Records {
+				batches++
+			}
+		}
+		if p.Done && i != len(got)-1 {
+			t.Errorf("Done before the end: %+v", p)
+		}
+		if p.Bytes != p.Records*source.DefaultGenSize {
+			t.Errorf("progress %+v: bytes do not match records", p)
+		}
+	}
+	if batches+1 < count/25 {
+		t.Errorf("progress reported %d batches, want one per batch (%d)", batches+1, count/25)
+	}
+}
+
+func TestRunConfigErrors(t *testing.T) {
+	e, _ := memEnv(t)
+	sinks := e.sinks(t, 1)
+	w0again, err := filesink.New(e.be, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openErr := errors.New("no such input")
+	tests := []struct {
+		name string
+		cfg  pipeline.Config
+		want string
+	}{
+		{"no source", pipeline.Config{Store: e.store, Sinks: sinks}, "OpenSource"},
+		{"no store", pipeline.Config{OpenSource: gen(1), Sinks: sinks}, "Store"},
+		{"no sinks", pipeline.Config{OpenSource: gen(1), Store: e.store}, "Sink"},
+		{"duplicate sink names", pipeline.Config{OpenSource: gen(1), Store: e.store, Sinks: append(e.sinks(t, 1), w0again)}, "duplicate"},
+		{"source fails to open", pipeline.Config{Store: e.store, Sinks: e.sinks(t, 1),
+			OpenSource: func(context.Context, json.RawMessage) (source.Source, error) { return nil, openErr }}, "no such input"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := pipeline.Run(context.Background(), tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Run = %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if ids, _ := e.store.List(context.Background()); len(ids) != 0 {
+		t.Errorf("invalid configurations wrote checkpoints %v", ids)
+	}
+}
+
+// A restart with another parallelism is refused: the checkpoint's states
+// belong to the subtasks that wrote them.
+func TestRunParallelismChangeRefused(t *testing.T) {
+	ctx := context.Background()
+	e, _ := memEnv(t)
+	stop := make(chan struct{})
+	close(stop)
+	cfg := e.config(e.sinks(t, 1), blocking(100, 10))
+	cfg.Stop = stop
+	if _, err := pipeline.Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pipeline.Run(ctx, e.config(e.sinks(t, 2), gen(100)))
+	if !errors.Is(err, committer.ErrParticipantMismatch) {
+		t.Errorf("restart with parallelism 2 after 1: %v, want ErrParticipantMismatch", err)
+	}
+}
+
+// A non-replayable source (stdin) works; its position is nil and so is
+// the checkpoints' source position.
+func TestRunNonReplayable(t *testing.T) {
+	ctx := context.Background()
+	e, mem := memEnv(t)
+	const count = 333
+	var in bytes.Buffer
+	for i := range count {
+		fmt.Fprintf(&in, "{\"id\":%d}\n", i)
+	}
+	inputLen := in.Len()
+	var opened *source.Reader
+	cfg := e.config(e.sinks(t, 2), func(context.Context, json.RawMessage) (source.Source, error) {
+		r, err := source.NewReader(&in, "stdin")
+		opened = r
+		return r, err
+	})
+	cfg.CheckpointEvery = 100
+	res, err := pipeline.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.EndOfInput || res.Records != count {
+		t.Errorf("result %+v", res)
+	}
+	if opened.Replayable() {
+		t.Error("a reader source claims to be replayable")
+	}
+	if pos, err := opened.Position(); pos != nil || err != nil {
+		t.Errorf("reader Position() = %s, %v; want nil, nil", pos, err)
+	}
+	ckpts, err := recovery.Retained(ctx, e.store)
+	if err != nil || len(ckpts) == 0 {
+		t.Fatalf("checkpoints: %v, %v", ckpts, err)
+	}
+	for _, c := range ckpts {
+		if c.Source != nil {
+			t.Errorf("checkpoint %d records source position %s for a non-replayable source", c.ID, c.Source)
+		}
+	}
+	exactlyOnce(t, mem, count)
+	// The bytes on disk are the input lines.
+	var total int
+	for _, data := range visible(t, e) {
+		total += len(data)
+	}
+	if total != inputLen {
+		t.Errorf("published %d bytes, the input has %d", total, inputLen)
+	}
+}
