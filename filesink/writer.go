@@ -12,8 +12,10 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
@@ -166,7 +168,7 @@ func New(backend committer.Backend, subtask int, opts ...Option) (*Writer, error
 	case w.budget < minFlush:
 		return nil, fmt.Errorf("filesink: buffer budget %d is below the minimum %d", w.budget, minFlush)
 	}
-	if w.prefix == "" || w.prefix[0] == '.' || w.prefix[0] == '_' || path.Base(w.prefix) != w.prefix {
+	if w.prefix == "" || w.prefix[0] == '.' || w.prefix[0] == '_' || strings.ContainsAny(w.prefix, "/\\\x00") {
 		return nil, fmt.Errorf("filesink: invalid part prefix %q (must not be empty, contain '/' or start with '.' or '_')", w.prefix)
 	}
 	if w.runID == "" {
@@ -204,12 +206,16 @@ func (w *Writer) namespace() string { return w.prefix + "-" + strconv.Itoa(w.sub
 func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin) error {
 	now := w.now()
 	bpath, err := w.assign.Bucket(record, now)
+	if err == nil {
+		// Every assigner of package bucketing sanitises; a custom one may not.
+		bpath, err = bucketing.Sanitize(bpath)
+	}
 	if err != nil {
 		return w.bad(ctx, record, origin, fmt.Errorf("bucket: %w", err), now)
 	}
 	w.scratch, err = w.enc.Encode(w.scratch[:0], record)
 	if err != nil {
-		return w.bad(ctx, record, origin, fmt.Errorf("%s: %w", w.enc.Extension()[1:], err), now)
+		return w.bad(ctx, record, origin, fmt.Errorf("encode%s: %w", w.enc.Extension(), err), now)
 	}
 	if err := w.add(ctx, bucketKey{path: bpath}, w.scratch, w.enc.Header(), now); err != nil {
 		return err
@@ -224,11 +230,18 @@ func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, c
 	if w.dl == nil {
 		return berr
 	}
-	line, err := json.Marshal(struct {
-		Origin string `json:"origin"`
-		Error  string `json:"error"`
-		Record string `json:"record"`
-	}{berr.Origin, cause.Error(), string(record)})
+	dead := struct {
+		Origin       string `json:"origin"`
+		Error        string `json:"error"`
+		Record       string `json:"record,omitempty"`
+		RecordBase64 []byte `json:"record_base64,omitempty"` // when the record is not UTF-8
+	}{Origin: berr.Origin, Error: cause.Error()}
+	if utf8.Valid(record) {
+		dead.Record = string(record)
+	} else {
+		dead.RecordBase64 = record
+	}
+	line, err := json.Marshal(dead)
 	if err != nil {
 		return berr
 	}
@@ -253,7 +266,11 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, no
 	}
 	oldCap := cap(b.buf)
 	if b.part == nil {
-		name := fmt.Sprintf("%s%s-%d%s", w.namespace(), w.runID, w.counter, w.ext)
+		ext := w.ext
+		if key.dl {
+			ext = JSONLines{}.Extension() // dead letters are never compressed
+		}
+		name := fmt.Sprintf("%s%s-%d%s", w.namespace(), w.runID, w.counter, ext)
 		w.counter++
 		b.part = &part{target: path.Join(key.path, name), created: now}
 		if !key.dl {
@@ -536,10 +553,26 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 			}
 		}
 	}
-	for _, b := range w.buckets {
-		if b.part != nil && b.part.resumable != nil {
-			keep[b.key.dl] = append(keep[b.key.dl], b.part.resumable)
+	// Live parts: rolled ones waiting for the next Prepare, and open ones
+	// (persisted now if they never were, to get their resumable).
+	for _, c := range w.rolled {
+		if err := addEntry(c); err != nil {
+			return err
 		}
+	}
+	for _, b := range w.sorted() {
+		p := b.part
+		if p == nil || p.pw == nil {
+			continue
+		}
+		if p.resumable == nil {
+			r, err := p.pw.Persist(ctx)
+			if err != nil {
+				return err
+			}
+			p.resumable, p.persisted = r, p.pw.Size()
+		}
+		keep[b.key.dl] = append(keep[b.key.dl], p.resumable)
 	}
 	if err := w.backend.Sweep(ctx, w.namespace(), keep[false]); err != nil {
 		return err

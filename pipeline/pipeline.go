@@ -239,10 +239,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if err := checkpoint(false); err != nil {
 				return res, err
 			}
-		case <-ckptTicker.c:
-			if err := checkpoint(false); err != nil {
-				return res, err
-			}
 		case <-tickTicker.c:
 			now := cfg.Clock()
 			for _, s := range subs {
@@ -311,6 +307,10 @@ func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int
 		stopped := false
 		lctx, lcancel := context.WithTimeout(stopCtx, linger)
 		for len(b.ends) < size {
+			if stopCtx.Err() != nil && ctx.Err() == nil {
+				stopped = true // a source that never blocks ignores its context
+				break
+			}
 			rec, err := src.Next(lctx)
 			if err == io.EOF {
 				b.eof = true
@@ -358,6 +358,7 @@ func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int
 		}
 	}
 }
+
 type ticker struct {
 	t *time.Ticker
 	c <-chan time.Time
