@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/internal/vfs"
@@ -21,8 +22,9 @@ const StagingSuffix = ".inprogress"
 
 // Backend is a committer.Backend on a directory of a vfs.FS.
 type Backend struct {
-	fs   vfs.FS
-	root string
+	fs      vfs.FS
+	root    string
+	durable sync.Map // directories made durable by this Backend: string -> struct{}
 }
 
 var (
@@ -62,6 +64,9 @@ func checkTarget(target string) error {
 			return fmt.Errorf("localfs: invalid target %q: component %q is empty or reserved", target, c)
 		}
 	}
+	if strings.HasSuffix(target, StagingSuffix) {
+		return fmt.Errorf("localfs: invalid target %q: names ending in %s are reserved for staging", target, StagingSuffix)
+	}
 	return nil
 }
 
@@ -95,7 +100,7 @@ func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter
 	}
 	r := record{Target: target, Staging: StagingName(target)}
 	dir := filepath.Dir(b.abs(target))
-	if err := vfs.MkdirAllSync(b.fs, dir); err != nil {
+	if err := b.ensureDir(dir); err != nil {
 		return nil, fmt.Errorf("localfs: open %s: %w", target, err)
 	}
 	if _, err := b.fs.Stat(b.abs(target)); err == nil {
@@ -106,6 +111,32 @@ func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter
 		return nil, fmt.Errorf("localfs: open %s: %w", target, err)
 	}
 	return &writer{b: b, f: f, rec: r, dir: dir}, nil
+}
+
+// ensureDir makes dir and its parents and syncs the parent of each, once per
+// Backend: a directory that exists may have been made by a process that died
+// before syncing its parent, so existing is not durable. Concurrent callers
+// each sync until one has recorded the directory as durable.
+func (b *Backend) ensureDir(dir string) error {
+	if _, ok := b.durable.Load(dir); ok {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := b.ensureDir(parent); err != nil {
+			return err
+		}
+	}
+	if err := b.fs.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if parent != dir {
+		if err := b.fs.SyncDir(parent); err != nil {
+			return err
+		}
+	}
+	b.durable.Store(dir, struct{}{})
+	return nil
 }
 
 // Resume implements committer.Backend.
@@ -286,8 +317,7 @@ func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 }
 
 // Scan implements committer.Auditor: it lists hidden in-progress files and
-// reports a file that looks like staging data (".inprogress", ".tmp") under a
-// visible name.
+// reports a visible file named like staging data (".inprogress").
 func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err error) {
 	err = b.walk(ctx, "", func(rel string, _ fs.DirEntry) error {
 		base := path.Base(rel)
@@ -295,7 +325,7 @@ func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err err
 		case base[0] == '.' && strings.HasSuffix(base, StagingSuffix):
 			staging = append(staging, rel)
 		case base[0] == '.' || base[0] == '_':
-		case strings.HasSuffix(base, StagingSuffix) || strings.Contains(base, ".tmp"):
+		case strings.HasSuffix(base, StagingSuffix):
 			problems = append(problems, fmt.Sprintf("%s: staging file visible as finished output", b.abs(rel)))
 		}
 		return nil

@@ -53,25 +53,33 @@ type FS interface {
 	SyncDir(name string) error
 }
 
-// MkdirAllSync makes dir and every missing parent, syncing each parent
-// directory after a child was made in it, so that the whole path is durable
-// when it returns nil.
+// MkdirAllSync makes dir and every missing parent, and syncs the parent of
+// every component of the path, existing or not, so that the whole path is
+// durable when it returns nil. (A directory that exists may have been made
+// by a process that died before syncing its parent: existing is not
+// durable.)
 func MkdirAllSync(fsys FS, dir string) error {
 	dir = filepath.Clean(dir)
-	if fi, err := fsys.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
-		}
-		return nil
-	}
 	parent := filepath.Dir(dir)
 	if parent != dir {
 		if err := MkdirAllSync(fsys, parent); err != nil {
 			return err
 		}
 	}
-	if err := fsys.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+	if err := fsys.Mkdir(dir, 0o755); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		fi, serr := fsys.Stat(dir)
+		if serr != nil {
+			return serr
+		}
+		if !fi.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+		}
+	}
+	if parent == dir {
+		return nil
 	}
 	return fsys.SyncDir(parent)
 }

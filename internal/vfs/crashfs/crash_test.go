@@ -70,9 +70,23 @@ func readOpt(t *testing.T, fsys vfs.FS, name string) (string, bool) {
 // durableFile makes dir (durably) and a durable file name in it.
 func durableFile(t *testing.T, m *FS, name, data string) {
 	t.Helper()
-	must(t, vfs.MkdirAllSync(m, filepath.Dir(name)))
+	mkdirNew(t, m, filepath.Dir(name))
 	must(t, vfs.WriteFileSync(m, name, []byte(data)))
 	must(t, m.SyncDir(filepath.Dir(name)))
+}
+
+// mkdirNew makes the missing directories of dir and syncs the parent of
+// each one it made, leaving existing ones as they are (unlike
+// vfs.MkdirAllSync, which syncs every parent).
+func mkdirNew(t *testing.T, m *FS, dir string) {
+	t.Helper()
+	if _, err := m.Stat(dir); err == nil {
+		return
+	}
+	parent := filepath.Dir(dir)
+	mkdirNew(t, m, parent)
+	must(t, m.Mkdir(dir, 0o755))
+	must(t, m.SyncDir(parent))
 }
 
 func TestSyncedDataNeverLost(t *testing.T) {
