@@ -1,6 +1,9 @@
 package jsonscan
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // MaxDepth bounds nesting, like encoding/json.
 const MaxDepth = 10000
@@ -177,13 +180,26 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special reports, for 8 bytes at once, whether any is '"', '\\' or a
+// control character (< 0x20): the SWAR tests "has zero byte" and "has byte
+// less than n".
+func special(x uint64) bool {
+	q := x ^ (ones * '"')
+	bs := x ^ (ones * '\\')
+	return ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x)&highs != 0
+}
+
 func (s *scanner) str() error {
 	s.i++ // opening quote
 	b := s.b
 	for {
 		i := s.i
-		for i+8 <= len(b) && plain[b[i]] && plain[b[i+1]] && plain[b[i+2]] && plain[b[i+3]] &&
-			plain[b[i+4]] && plain[b[i+5]] && plain[b[i+6]] && plain[b[i+7]] {
+		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
 			i += 8
 		}
 		for i < len(b) && plain[b[i]] {
