@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -111,6 +112,7 @@ type Writer struct {
 	rolled   []json.RawMessage // committables since the last Prepare
 	bufCap   int64             // sum of cap(b.buf) over buckets
 	scratch  []byte
+	free     [][]byte // empty buffers for reuse, counted in bufCap
 	stats    Stats
 	restored bool // Restore ran: later commits are of this run
 }
@@ -213,16 +215,58 @@ func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin)
 	if err != nil {
 		return w.bad(ctx, record, origin, fmt.Errorf("bucket: %w", err), now)
 	}
-	w.scratch, err = w.enc.Encode(w.scratch[:0], record)
+	n, err := w.encode(ctx, bucketKey{path: bpath}, record, now)
 	if err != nil {
-		return w.bad(ctx, record, origin, fmt.Errorf("encode%s: %w", w.enc.Extension(), err), now)
-	}
-	if err := w.add(ctx, bucketKey{path: bpath}, w.scratch, w.enc.Header(), now); err != nil {
+		var eerr encodeError
+		if errors.As(err, &eerr) {
+			return w.bad(ctx, record, origin, fmt.Errorf("encode%s: %w", w.enc.Extension(), eerr.err), now)
+		}
 		return err
 	}
 	w.stats.Records.Add(1)
-	w.stats.Bytes.Add(int64(len(w.scratch)))
+	w.stats.Bytes.Add(int64(n))
 	return nil
+}
+
+// encodeError marks an error of the encoder (a bad record).
+type encodeError struct{ err error }
+
+func (e encodeError) Error() string { return e.err.Error() }
+
+// encode adds record to the bucket key, encoding it in place after the
+// bytes already buffered there (no copy) when the bucket has an open part.
+// It returns the encoded size.
+func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, now time.Time) (int, error) {
+	b := w.buckets[key]
+	if b == nil || b.part == nil {
+		var err error
+		w.scratch, err = w.enc.Encode(w.scratch[:0], record)
+		if err != nil {
+			return 0, encodeError{err}
+		}
+		return len(w.scratch), w.add(ctx, key, w.scratch, w.enc.Header(), now)
+	}
+	w.reserve(b)
+	n0, oldCap := len(b.buf), cap(b.buf)
+	buf, err := w.enc.Encode(b.buf, record)
+	if err != nil {
+		return 0, encodeError{err}
+	}
+	b.buf = buf
+	w.bufCap += int64(cap(buf) - oldCap)
+	n := len(buf) - n0
+	info := w.info(b)
+	info.Size -= int64(n)
+	if w.policy.OnEvent(info, n) || w.policy.OnTime(info, now) {
+		w.scratch = append(w.scratch[:0], buf[n0:]...)
+		b.buf = buf[:n0]
+		if err := w.roll(ctx, b); err != nil {
+			return 0, err
+		}
+		return n, w.add(ctx, key, w.scratch, w.enc.Header(), now)
+	}
+	b.part.lastWrite = now
+	return n, w.afterAppend(ctx, b)
 }
 
 func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, cause error, now time.Time) error {
@@ -264,6 +308,7 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, no
 			}
 		}
 	}
+	w.reserve(b)
 	oldCap := cap(b.buf)
 	if b.part == nil {
 		ext := w.ext
@@ -280,15 +325,54 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, no
 	b.part.lastWrite = now
 	b.buf = append(b.buf, data...)
 	w.bufCap += int64(cap(b.buf) - oldCap)
-	if len(b.buf) >= w.flushSize() {
+	return w.afterAppend(ctx, b)
+}
+
+// reserve gives b a buffer of the current per-bucket size if it has none.
+func (w *Writer) reserve(b *bucket) {
+	if b.buf != nil {
+		return
+	}
+	n := w.flushSize()
+	if k := len(w.free); k > 0 && cap(w.free[k-1]) >= n {
+		b.buf, w.free = w.free[k-1][:0], w.free[:k-1]
+		return // already counted in bufCap
+	}
+	b.buf = make([]byte, 0, n)
+	w.bufCap += int64(n)
+}
+
+// afterAppend writes b's buffer out when it is 3/4 full (the rest is slack
+// for the next record, so buffers rarely grow), and keeps the total within
+// the budget.
+func (w *Writer) afterAppend(ctx context.Context, b *bucket) error {
+	if len(b.buf) >= cap(b.buf)/4*3 {
 		if err := w.flush(ctx, b); err != nil {
 			return err
+		}
+		if cap(b.buf) > 2*w.flushSize() {
+			// Grew for a large record, or sized when fewer buckets were open.
+			w.bufCap -= int64(cap(b.buf))
+			b.buf = nil
 		}
 	}
 	if w.bufCap > w.budget {
 		return w.shrink(ctx)
 	}
 	return nil
+}
+
+// release takes b's (empty) buffer back, keeping a few for reuse.
+func (w *Writer) release(b *bucket) {
+	if b.buf == nil {
+		return
+	}
+	if len(w.free) < 8 && cap(b.buf) == w.flushSize() {
+		w.free = append(w.free, b.buf[:0])
+	} else {
+		w.bufCap -= int64(cap(b.buf))
+	}
+	b.buf = nil
 }
 
 // flushSize is the per-bucket buffer size that keeps all buckets within the
@@ -298,8 +382,12 @@ func (w *Writer) flushSize() int {
 }
 
 // shrink writes out and releases the largest buffers until the total is
-// at most 3/4 of the budget.
+// at most 7/8 of the budget; they come back at the current per-bucket size.
 func (w *Writer) shrink(ctx context.Context) error {
+	for _, f := range w.free {
+		w.bufCap -= int64(cap(f))
+	}
+	w.free = nil
 	bs := make([]*bucket, 0, len(w.buckets))
 	for _, b := range w.buckets {
 		if cap(b.buf) > 0 {
@@ -308,7 +396,7 @@ func (w *Writer) shrink(ctx context.Context) error {
 	}
 	slices.SortFunc(bs, func(x, y *bucket) int { return cmp.Compare(cap(y.buf), cap(x.buf)) })
 	for _, b := range bs {
-		if w.bufCap <= w.budget*3/4 {
+		if w.bufCap <= w.budget*7/8 {
 			break
 		}
 		if err := w.flush(ctx, b); err != nil {
@@ -368,15 +456,21 @@ func (w *Writer) roll(ctx context.Context, b *bucket) error {
 	if err := w.flush(ctx, b); err != nil {
 		return err
 	}
-	p := b.part
-	b.part = nil
-	if p.pw == nil {
+	if b.part.pw == nil {
+		b.part = nil
 		return nil
 	}
-	pending, err := p.pw.CloseForCommit(ctx)
+	pending, err := b.part.pw.CloseForCommit(ctx)
 	if err != nil {
 		return err
 	}
+	return w.rolledPart(b, pending)
+}
+
+// rolledPart records b's part, closed for commit as pending, for the next
+// Prepare, and detaches it from b.
+func (w *Writer) rolledPart(b *bucket, pending json.RawMessage) error {
+	b.part = nil
 	c, err := json.Marshal(entry{DeadLetter: b.key.dl, Bucket: b.key.path, Part: pending})
 	if err != nil {
 		return err
@@ -421,34 +515,60 @@ func (w *Writer) sorted() []*bucket {
 // (fsync), and returns their resumables as state and the rolled parts as
 // committables.
 func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
-	var st state
+	// Write every buffer out (in bucket order), then make the parts durable
+	// in parallel: fsyncs of different files overlap on the device.
+	type job struct {
+		b    *bucket
+		roll bool
+		out  json.RawMessage
+	}
+	var jobs []*job
+	var open []*bucket
 	for _, b := range w.sorted() {
 		if b.part == nil {
-			continue
-		}
-		if final || w.policy.OnCheckpoint(w.info(b)) {
-			if err := w.roll(ctx, b); err != nil {
-				return committer.Snapshot{}, err
-			}
 			continue
 		}
 		if err := w.flush(ctx, b); err != nil {
 			return committer.Snapshot{}, err
 		}
-		p := b.part
-		if p.pw.Size() != p.persisted || p.resumable == nil {
-			r, err := p.pw.Persist(ctx)
-			if err != nil {
-				return committer.Snapshot{}, err
-			}
-			p.resumable, p.persisted = r, p.pw.Size()
+		roll := final || w.policy.OnCheckpoint(w.info(b))
+		if !roll {
+			open = append(open, b)
 		}
-		st.Parts = append(st.Parts, entry{DeadLetter: b.key.dl, Bucket: b.key.path, Part: p.resumable})
+		if p := b.part; roll || p.pw.Size() != p.persisted || p.resumable == nil {
+			jobs = append(jobs, &job{b: b, roll: roll})
+		}
+	}
+	err := parallel(ctx, len(jobs), syncParallelism, func(i int) error {
+		j := jobs[i]
+		var err error
+		if j.roll {
+			j.out, err = j.b.part.pw.CloseForCommit(ctx)
+		} else {
+			j.out, err = j.b.part.pw.Persist(ctx)
+		}
+		return err
+	})
+	if err != nil {
+		return committer.Snapshot{}, err
+	}
+	for _, j := range jobs {
+		if !j.roll {
+			j.b.part.resumable, j.b.part.persisted = j.out, j.b.part.pw.Size()
+			continue
+		}
+		if err := w.rolledPart(j.b, j.out); err != nil {
+			return committer.Snapshot{}, err
+		}
+	}
+	var st state
+	for _, b := range open {
+		st.Parts = append(st.Parts, entry{DeadLetter: b.key.dl, Bucket: b.key.path, Part: b.part.resumable})
 	}
 	// Forget buckets with nothing open: memory follows the open buckets.
 	for k, b := range w.buckets {
 		if b.part == nil {
-			w.bufCap -= int64(cap(b.buf))
+			w.release(b)
 			delete(w.buckets, k)
 		}
 	}
@@ -462,6 +582,48 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 		snap.State = s
 	}
 	return snap, nil
+}
+
+// syncParallelism bounds the fsyncs a Prepare runs at once.
+const syncParallelism = 16
+
+// parallel runs f(0..n-1) on up to k goroutines and returns the first error.
+func parallel(ctx context.Context, n, k int, f func(i int) error) error {
+	if n <= 1 {
+		for i := range n {
+			if err := f(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		next  atomic.Int64
+		first error
+		once  sync.Once
+		wg    sync.WaitGroup
+	)
+	for range min(n, k) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
 }
 
 // Commit implements committer.Participant.
@@ -596,6 +758,6 @@ func (w *Writer) Close() error {
 		}
 		delete(w.buckets, k)
 	}
-	w.bufCap, w.rolled = 0, nil
+	w.bufCap, w.rolled, w.free = 0, nil, nil
 	return first
 }

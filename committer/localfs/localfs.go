@@ -22,9 +22,12 @@ const StagingSuffix = ".inprogress"
 
 // Backend is a committer.Backend on a directory of a vfs.FS.
 type Backend struct {
-	fs      vfs.FS
-	root    string
-	durable sync.Map // directories made durable by this Backend: string -> struct{}
+	fs   vfs.FS
+	root string
+
+	mu       sync.Mutex      // guards the directory sets; held across their fsyncs
+	durable  map[string]bool // directories whose entry in their parent is durable
+	unsynced map[string]bool // directories made (or found) whose entry is not yet synced
 }
 
 var (
@@ -34,7 +37,7 @@ var (
 
 // New returns a backend publishing under root. fsys is usually vfs.OS{}.
 func New(fsys vfs.FS, root string) *Backend {
-	return &Backend{fs: fsys, root: filepath.Clean(root)}
+	return &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{}}
 }
 
 // Root returns the output directory.
@@ -113,29 +116,59 @@ func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter
 	return &writer{b: b, f: f, rec: r, dir: dir}, nil
 }
 
-// ensureDir makes dir and its parents and syncs the parent of each, once per
-// Backend: a directory that exists may have been made by a process that died
-// before syncing its parent, so existing is not durable. Concurrent callers
-// each sync until one has recorded the directory as durable.
+// ensureDir makes dir and its missing parents. It does not sync: every
+// directory it makes or finds for the first time is durable only after the
+// next syncDirs, which each part writer runs before it reports a length. (A
+// directory that exists may have been made by a process that died before
+// syncing its parent: existing is not durable.)
 func (b *Backend) ensureDir(dir string) error {
-	if _, ok := b.durable.Load(dir); ok {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mkdirs(dir)
+}
+
+func (b *Backend) mkdirs(dir string) error {
+	if b.durable[dir] || b.unsynced[dir] {
 		return nil
 	}
 	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := b.ensureDir(parent); err != nil {
-			return err
-		}
+	if parent == dir {
+		b.durable[dir] = true // the filesystem root
+		return nil
+	}
+	if err := b.mkdirs(parent); err != nil {
+		return err
 	}
 	if err := b.fs.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	if parent != dir {
-		if err := b.fs.SyncDir(parent); err != nil {
-			return err
+	b.unsynced[dir] = true
+	return nil
+}
+
+// syncDirs makes every directory made so far durable with one fsync per
+// distinct parent, so that a checkpoint over 1,000 new bucket directories
+// syncs their common parent once. Concurrent callers wait for the one that
+// syncs.
+func (b *Backend) syncDirs() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.unsynced) == 0 {
+		return nil
+	}
+	parents := map[string]bool{}
+	for d := range b.unsynced {
+		parents[filepath.Dir(d)] = true
+	}
+	for p := range parents {
+		if err := b.fs.SyncDir(p); err != nil {
+			return fmt.Errorf("localfs: fsync directory %s: %w", p, err)
 		}
 	}
-	b.durable.Store(dir, struct{}{})
+	for d := range b.unsynced {
+		b.durable[d] = true
+		delete(b.unsynced, d)
+	}
 	return nil
 }
 
@@ -429,6 +462,10 @@ func (w *writer) sync(ctx context.Context) (record, error) {
 		// Never retry fsync on the same descriptor: the kernel may have
 		// dropped the dirty pages.
 		w.err = fmt.Errorf("localfs: fsync %s: %w", w.b.abs(w.rec.Staging), err)
+		return record{}, w.err
+	}
+	if err := w.b.syncDirs(); err != nil {
+		w.err = err
 		return record{}, w.err
 	}
 	if !w.dirSynced {

@@ -125,20 +125,16 @@ func TestSyncOrder(t *testing.T) {
 	const target = "a/b/part-0-r1-1.txt"
 	staging, final, dir := stagingOf(target), filepath.Join(root, target), filepath.Join(root, "a/b")
 
-	// Open makes every missing directory durably, parent synced after child
-	// made.
+	// Open makes every missing directory; they become durable (parent
+	// synced after child made) before the first length is returned.
 	w, err := b.Open(ctx, target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ops := rec.since(0)
 	for _, d := range []string{root, filepath.Join(root, "a"), dir} {
-		mk := find(ops, 0, errorfs.OpMkdir, d)
-		if mk < 0 {
+		if find(ops, 0, errorfs.OpMkdir, d) < 0 {
 			t.Fatalf("Open: no mkdir %s:%s", d, opsString(ops))
-		}
-		if find(ops, mk+1, errorfs.OpSyncDir, filepath.Dir(d)) < 0 {
-			t.Errorf("Open: mkdir %s not followed by syncdir %s:%s", d, filepath.Dir(d), opsString(ops))
 		}
 	}
 	if find(ops, 0, errorfs.OpCreate, staging) < 0 {
@@ -163,6 +159,12 @@ func TestSyncOrder(t *testing.T) {
 	create := find(ops, 0, errorfs.OpCreate, staging)
 	if find(ops, create+1, errorfs.OpSyncDir, dir) < 0 {
 		t.Fatalf("first Persist: directory %s not fsynced after creating %s:%s", dir, staging, opsString(ops))
+	}
+	for _, d := range []string{root, filepath.Join(root, "a"), dir} {
+		mk := find(ops, 0, errorfs.OpMkdir, d)
+		if find(ops, mk+1, errorfs.OpSyncDir, filepath.Dir(d)) < 0 {
+			t.Errorf("first Persist: mkdir %s not followed by syncdir %s:%s", d, filepath.Dir(d), opsString(ops))
+		}
 	}
 	wantDurable(t, m, staging, []byte("hello"))
 	wantLength(t, r1, 5)
@@ -918,8 +920,13 @@ func TestDirDurableAfterInterruptedMkdir(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := localfs.New(errorfs.Wrap(m, die), root).Open(ctx, "b/part-0-r1-1"); !errors.Is(err, errorfs.ErrInjected) {
-		t.Fatalf("Open in process 1: %v, want the injected fault at syncdir %s after mkdir %s/b", err, root, root)
+	w1, err := localfs.New(errorfs.Wrap(m, die), root).Open(ctx, "b/part-0-r1-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1.Write([]byte("lost"))
+	if _, err := w1.Persist(ctx); !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("Persist in process 1: %v, want the injected fault at syncdir %s after mkdir %s/b", err, root, root)
 	}
 	if _, err := m.Stat(root + "/b"); err != nil {
 		t.Fatalf("process 1 did not make %s/b: %v", root, err)
@@ -965,9 +972,10 @@ func TestDirDurableAfterInterruptedMkdir(t *testing.T) {
 	}
 }
 
-// TestConcurrentOpenNewDirDurable: two Opens into the same new directory
-// race; the one that finds the directory already made must not return a
-// Persist length before the directory's entry in its parent is durable.
+// TestConcurrentOpenNewDirDurable: two writers in the same new directory
+// persist concurrently; the one whose directory fsync is not the one in
+// flight must not return a Persist length before the directory's entry in
+// its parent is durable.
 func TestConcurrentOpenNewDirDurable(t *testing.T) {
 	ctx := t.Context()
 	m := crashfs.New()
@@ -976,8 +984,8 @@ func TestConcurrentOpenNewDirDurable(t *testing.T) {
 	}
 	reached, release := make(chan struct{}), make(chan struct{})
 	var held atomic.Bool
-	// Hold the first Open at the fsync of /out that follows its mkdir of
-	// /out/b, as the scheduler may. Other calls pass.
+	// Hold the first fsync of /out (it makes /out/b durable), as the
+	// scheduler may. Other calls pass.
 	hold := errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if op.Kind == errorfs.OpSyncDir && op.Path == root && held.CompareAndSwap(false, true) {
 			close(reached)
@@ -986,39 +994,43 @@ func TestConcurrentOpenNewDirDurable(t *testing.T) {
 		return nil
 	})
 	b := localfs.New(errorfs.Wrap(m, hold), root)
+	w1, err := b.Open(ctx, "b/part-0-r1-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := b.Open(ctx, "b/part-0-r1-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1.Write([]byte("one"))
+	w2.Write([]byte("recorded"))
 	done := make(chan error, 1)
 	go func() {
-		w, err := b.Open(ctx, "b/part-0-r1-1")
-		if err == nil {
-			w.Close()
-		}
+		_, err := w1.Persist(ctx)
 		done <- err
 	}()
 	<-reached
-
-	w, err := b.Open(ctx, "b/part-0-r1-2")
-	if err != nil {
+	// Let w2's Persist run while w1's fsync of /out is held; release it a
+	// little later. w2 must wait for it (or sync itself).
+	go func() {
+		time.Sleep(20 * time.Millisecond)
 		close(release)
+	}()
+	r, err := w2.Persist(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	w.Write([]byte("recorded"))
-	r, err := w.Persist(ctx)
-	if err != nil {
-		close(release)
-		t.Fatal(err)
-	}
-	w.Close()
 	// Persist returned: the checkpoint may record r now, and the power may
 	// fail now.
 	clone := m.CrashCloneSynced()
-	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	w1.Close()
+	w2.Close()
 	if w, err := localfs.New(clone, root).Resume(ctx, r); err != nil {
 		t.Errorf("BUG: a resumable returned by Persist is lost by a power loss: Resume: %v\n"+
-			"(vfs.MkdirAllSync: the Open that finds the directory made by a concurrent Open "+
-			"does not wait for, or do, the fsync of its parent)", err)
+			"(a writer returned a length before the fsync that makes its new directory durable)", err)
 	} else {
 		w.Close()
 	}
