@@ -328,29 +328,30 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, no
 	return w.afterAppend(ctx, b)
 }
 
-// reserve gives b a buffer of the current per-bucket size if it has none.
+// reserve gives b a buffer if it has none: a reused one, or a small one that
+// grows with use up to the per-bucket size (so that opening 1,000 buckets
+// does not allocate 1,000 buffers sized for fewer).
 func (w *Writer) reserve(b *bucket) {
 	if b.buf != nil {
 		return
 	}
-	n := w.flushSize()
-	if k := len(w.free); k > 0 && cap(w.free[k-1]) >= n {
+	if k := len(w.free); k > 0 {
 		b.buf, w.free = w.free[k-1][:0], w.free[:k-1]
 		return // already counted in bufCap
 	}
-	b.buf = make([]byte, 0, n)
-	w.bufCap += int64(n)
+	b.buf = make([]byte, 0, minFlush)
+	w.bufCap += minFlush
 }
 
-// afterAppend writes b's buffer out when it is 3/4 full (the rest is slack
-// for the next record, so buffers rarely grow), and keeps the total within
-// the budget.
+// afterAppend writes b's buffer out when it holds 3/4 of the per-bucket
+// size (the rest is slack for the next record, so a full-size buffer does
+// not grow), and keeps the total within the budget.
 func (w *Writer) afterAppend(ctx context.Context, b *bucket) error {
-	if len(b.buf) >= cap(b.buf)/4*3 {
+	if size := w.flushSize(); len(b.buf) >= size/4*3 {
 		if err := w.flush(ctx, b); err != nil {
 			return err
 		}
-		if cap(b.buf) > 2*w.flushSize() {
+		if cap(b.buf) > 2*size {
 			// Grew for a large record, or sized when fewer buckets were open.
 			w.bufCap -= int64(cap(b.buf))
 			b.buf = nil
@@ -367,7 +368,7 @@ func (w *Writer) release(b *bucket) {
 	if b.buf == nil {
 		return
 	}
-	if len(w.free) < 8 && cap(b.buf) == w.flushSize() {
+	if len(w.free) < 8 {
 		w.free = append(w.free, b.buf[:0])
 	} else {
 		w.bufCap -= int64(cap(b.buf))
