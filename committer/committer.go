@@ -107,3 +107,13 @@ type Auditor interface {
 	// staging data visible as finished output.
 	Scan(ctx context.Context) (staging []string, problems []string, err error)
 }
+
+// Limited is implemented by part writers that cannot grow without bound
+// (an S3 multipart upload has at most 10,000 parts). The file sink rolls a
+// part as soon as its writer's MustRoll returns true, whatever the rolling
+// policy says.
+type Limited interface {
+	// MustRoll reports whether the part must be closed before more bytes
+	// are written to it.
+	MustRoll() bool
+}

@@ -257,7 +257,7 @@ func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, now t
 	n := len(buf) - n0
 	info := w.info(b)
 	info.Size -= int64(n)
-	if w.policy.OnEvent(info, n) || w.policy.OnTime(info, now) {
+	if w.mustRoll(b, info, n, now) {
 		w.scratch = append(w.scratch[:0], buf[n0:]...)
 		b.buf = buf[:n0]
 		if err := w.roll(ctx, b); err != nil {
@@ -301,8 +301,7 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, no
 		w.buckets[key] = b
 	}
 	if b.part != nil {
-		info := w.info(b)
-		if w.policy.OnEvent(info, len(data)) || w.policy.OnTime(info, now) {
+		if w.mustRoll(b, w.info(b), len(data), now) {
 			if err := w.roll(ctx, b); err != nil {
 				return err
 			}
@@ -407,6 +406,17 @@ func (w *Writer) shrink(ctx context.Context) error {
 		b.buf = nil
 	}
 	return nil
+}
+
+// mustRoll reports whether b's part (described by info, before a record of
+// n bytes) has to roll: the policy says so, or the backend's writer is full
+// (committer.Limited).
+func (w *Writer) mustRoll(b *bucket, info PartInfo, n int, now time.Time) bool {
+	if w.policy.OnEvent(info, n) || w.policy.OnTime(info, now) {
+		return true
+	}
+	l, ok := b.part.pw.(committer.Limited)
+	return ok && l.MustRoll()
 }
 
 func (w *Writer) info(b *bucket) PartInfo {
