@@ -114,6 +114,7 @@ type Auditor interface {
 // policy says.
 type Limited interface {
 	// MustRoll reports whether the part must be closed before more bytes
-	// are written to it.
+	// are written to it. The file sink calls it right after Write, from the
+	// goroutine that writes.
 	MustRoll() bool
 }

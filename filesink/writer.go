@@ -113,6 +113,7 @@ type Writer struct {
 	bufCap   int64             // sum of cap(b.buf) over buckets
 	scratch  []byte
 	free     [][]byte // empty buffers for reuse, counted in bufCap
+	io       ioQueue
 	stats    Stats
 	restored bool // Restore ran: later commits are of this run
 }
@@ -136,6 +137,9 @@ type part struct {
 	created   time.Time
 	lastWrite time.Time
 	persisted int64           // pw.Size() at the last Persist
+	written   atomic.Int64    // pw.Size() after the last write of the I/O goroutine
+	queued    atomic.Int64    // bytes submitted to the I/O goroutine, not yet written
+	full      atomic.Bool     // pw is a committer.Limited that must roll
 	resumable json.RawMessage // result of the last Persist
 }
 
@@ -334,6 +338,14 @@ func (w *Writer) reserve(b *bucket) {
 	if b.buf != nil {
 		return
 	}
+	for len(w.free) < 8 {
+		buf, ok := w.io.returned()
+		if !ok {
+			break
+		}
+		w.free = append(w.free, buf)
+		w.bufCap += int64(cap(buf))
+	}
 	if k := len(w.free); k > 0 {
 		b.buf, w.free = w.free[k-1][:0], w.free[:k-1]
 		return // already counted in bufCap
@@ -346,21 +358,20 @@ func (w *Writer) reserve(b *bucket) {
 // size (the rest is slack for the next record, so a full-size buffer does
 // not grow), and keeps the total within the budget.
 func (w *Writer) afterAppend(ctx context.Context, b *bucket) error {
-	if size := w.flushSize(); len(b.buf) >= size/4*3 {
+	if len(b.buf) >= w.flushSize()/4*3 {
 		if err := w.flush(ctx, b); err != nil {
 			return err
 		}
-		if cap(b.buf) > 2*size {
-			// Grew for a large record, or sized when fewer buckets were open.
-			w.bufCap -= int64(cap(b.buf))
-			b.buf = nil
-		}
 	}
-	if w.bufCap > w.budget {
+	if w.usage() > w.budget {
 		return w.shrink(ctx)
 	}
 	return nil
 }
+
+// usage is the memory held for records: bucket and spare buffers, and
+// buffers lent to the I/O goroutine.
+func (w *Writer) usage() int64 { return w.bufCap + w.io.lent.Load() }
 
 // release takes b's (empty) buffer back, keeping a few for reuse.
 func (w *Writer) release(b *bucket) {
@@ -378,16 +389,28 @@ func (w *Writer) release(b *bucket) {
 // flushSize is the per-bucket buffer size that keeps all buckets within the
 // budget.
 func (w *Writer) flushSize() int {
-	return int(min(max(w.budget/int64(len(w.buckets)+1), minFlush), maxFlush))
+	// 3/4 of the budget for the buckets, the rest for buffers in flight.
+	return int(min(max(w.budget/4*3/int64(len(w.buckets)+1), minFlush), maxFlush))
 }
 
 // shrink writes out and releases the largest buffers until the total is
 // at most 7/8 of the budget; they come back at the current per-bucket size.
 func (w *Writer) shrink(ctx context.Context) error {
-	for _, f := range w.free {
-		w.bufCap -= int64(cap(f))
+	drop := func() {
+		for _, f := range w.free {
+			w.bufCap -= int64(cap(f))
+		}
+		w.free = nil
+		for {
+			if _, ok := w.io.returned(); !ok {
+				return
+			}
+		}
 	}
-	w.free = nil
+	drop()
+	if w.usage() <= w.budget {
+		return nil
+	}
 	bs := make([]*bucket, 0, len(w.buckets))
 	for _, b := range w.buckets {
 		if cap(b.buf) > 0 {
@@ -395,15 +418,25 @@ func (w *Writer) shrink(ctx context.Context) error {
 		}
 	}
 	slices.SortFunc(bs, func(x, y *bucket) int { return cmp.Compare(cap(y.buf), cap(x.buf)) })
+	excess := w.usage() - w.budget*7/8
 	for _, b := range bs {
-		if w.bufCap <= w.budget*7/8 {
+		if excess <= 0 {
 			break
 		}
-		if err := w.flush(ctx, b); err != nil {
+		excess -= int64(cap(b.buf))
+		if len(b.buf) == 0 {
+			w.bufCap -= int64(cap(b.buf))
+			b.buf = nil
+		} else if err := w.flush(ctx, b); err != nil {
 			return err
 		}
-		w.bufCap -= int64(cap(b.buf))
-		b.buf = nil
+	}
+	if w.usage() > w.budget {
+		// What is left is in flight: wait for it.
+		if err := w.io.wait(); err != nil {
+			return err
+		}
+		drop()
 	}
 	return nil
 }
@@ -415,16 +448,12 @@ func (w *Writer) mustRoll(b *bucket, info PartInfo, n int, now time.Time) bool {
 	if w.policy.OnEvent(info, n) || w.policy.OnTime(info, now) {
 		return true
 	}
-	l, ok := b.part.pw.(committer.Limited)
-	return ok && l.MustRoll()
+	return b.part.full.Load()
 }
 
 func (w *Writer) info(b *bucket) PartInfo {
 	p := b.part
-	size := int64(len(b.buf))
-	if p.pw != nil {
-		size += p.pw.Size()
-	}
+	size := int64(len(b.buf)) + sizeOf(p)
 	return PartInfo{Bucket: b.key.path, Created: p.created, LastWrite: p.lastWrite, Size: size}
 }
 
@@ -448,17 +477,14 @@ func (w *Writer) flush(ctx context.Context, b *bucket) error {
 		}
 		p.pw = pw
 	}
-	var err error
-	if w.comp != nil && !b.key.dl {
-		err = w.comp.Frame(p.pw, b.buf)
-	} else {
-		_, err = p.pw.Write(b.buf)
+	comp := w.comp
+	if b.key.dl {
+		comp = nil
 	}
-	if err != nil {
-		return err
-	}
-	b.buf = b.buf[:0]
-	return nil
+	buf := b.buf
+	w.bufCap -= int64(cap(buf)) // lent to the I/O goroutine; reserve takes it back
+	b.buf = nil
+	return w.io.submit(p, buf, comp)
 }
 
 // roll closes b's part for commit; its committable is returned by the next
@@ -470,6 +496,9 @@ func (w *Writer) roll(ctx context.Context, b *bucket) error {
 	if b.part.pw == nil {
 		b.part = nil
 		return nil
+	}
+	if err := w.io.wait(); err != nil {
+		return err
 	}
 	pending, err := b.part.pw.CloseForCommit(ctx)
 	if err != nil {
@@ -546,10 +575,16 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 		if !roll {
 			open = append(open, b)
 		}
-		if p := b.part; roll || p.pw.Size() != p.persisted || p.resumable == nil {
-			jobs = append(jobs, &job{b: b, roll: roll})
-		}
+		jobs = append(jobs, &job{b: b, roll: roll})
 	}
+	if err := w.io.wait(); err != nil {
+		return committer.Snapshot{}, err
+	}
+	// Parts unchanged since their last Persist keep their resumable.
+	jobs = slices.DeleteFunc(jobs, func(j *job) bool {
+		p := j.b.part
+		return !j.roll && p.resumable != nil && p.pw.Size() == p.persisted
+	})
 	err := parallel(ctx, len(jobs), syncParallelism, func(i int) error {
 		j := jobs[i]
 		var err error
@@ -684,10 +719,12 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 			return err
 		}
 		key := bucketKey{dl: e.DeadLetter, path: e.Bucket}
-		w.buckets[key] = &bucket{key: key, part: &part{
-			target: target, pw: pw, created: now, lastWrite: now,
-			persisted: pw.Size(), resumable: e.Part,
-		}}
+		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part}
+		p.written.Store(pw.Size())
+		if l, ok := pw.(committer.Limited); ok && l.MustRoll() {
+			p.full.Store(true)
+		}
+		w.buckets[key] = &bucket{key: key, part: p}
 	}
 	return nil
 }
@@ -733,6 +770,9 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 			return err
 		}
 	}
+	if err := w.io.wait(); err != nil {
+		return err
+	}
 	for _, b := range w.sorted() {
 		p := b.part
 		if p == nil || p.pw == nil {
@@ -760,7 +800,8 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 // data stays for a later recovery. Records not covered by a decided
 // checkpoint are dropped.
 func (w *Writer) Close() error {
-	var first error
+	first := w.io.stop()
+	w.io = ioQueue{}
 	for k, b := range w.buckets {
 		if b.part != nil && b.part.pw != nil {
 			if err := b.part.pw.Close(); err != nil && first == nil {

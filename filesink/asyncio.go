@@ -1,0 +1,122 @@
+package filesink
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/filesink/filesink/committer"
+)
+
+// ioQueue writes full bucket buffers to their part files on a second
+// goroutine, so that encoding the next records overlaps with compression and
+// the write(2) calls. Buffers of one part are written in submission order.
+// At most ioDepth buffers are queued; submit blocks beyond that
+// (backpressure). The owner calls wait before it touches a PartWriter
+// directly (Persist, CloseForCommit, Size, Close).
+type ioQueue struct {
+	jobs chan ioJob
+	back chan []byte // written buffers, returned for reuse
+	wg   sync.WaitGroup
+	lent atomic.Int64 // capacity of buffers submitted and not yet taken back by returned
+	mu   sync.Mutex
+	err  error
+	on   bool
+}
+
+const ioDepth = 2
+
+type ioJob struct {
+	p    *part
+	buf  []byte
+	comp Compression // nil: write as is
+}
+
+// submit hands buf (no longer the caller's) to the I/O goroutine.
+func (q *ioQueue) submit(p *part, buf []byte, comp Compression) error {
+	if err := q.error(); err != nil {
+		return err
+	}
+	if !q.on {
+		q.jobs = make(chan ioJob, ioDepth)
+		q.back = make(chan []byte, ioDepth+2)
+		q.on = true
+		go q.run(q.jobs, q.back)
+	}
+	p.queued.Add(int64(len(buf)))
+	q.lent.Add(int64(cap(buf)))
+	q.wg.Add(1)
+	q.jobs <- ioJob{p: p, buf: buf, comp: comp}
+	return nil
+}
+
+func (q *ioQueue) run(jobs <-chan ioJob, back chan<- []byte) {
+	for j := range jobs {
+		if q.error() == nil {
+			var err error
+			if j.comp != nil {
+				err = j.comp.Frame(j.p.pw, j.buf)
+			} else {
+				_, err = j.p.pw.Write(j.buf)
+			}
+			if err != nil {
+				q.mu.Lock()
+				if q.err == nil {
+					q.err = err
+				}
+				q.mu.Unlock()
+			}
+			j.p.written.Store(j.p.pw.Size())
+			if l, ok := j.p.pw.(committer.Limited); ok && l.MustRoll() {
+				j.p.full.Store(true)
+			}
+		}
+		j.p.queued.Add(-int64(len(j.buf)))
+		select {
+		case back <- j.buf[:0]:
+		default: // the owner has enough spare buffers
+			q.lent.Add(-int64(cap(j.buf)))
+		}
+		q.wg.Done()
+	}
+}
+
+func (q *ioQueue) error() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
+}
+
+// wait returns when every submitted buffer is written, with the first write
+// error, if any (after which the writer is unusable).
+func (q *ioQueue) wait() error {
+	q.wg.Wait()
+	return q.error()
+}
+
+// returned yields a written buffer for reuse, if one is ready.
+func (q *ioQueue) returned() ([]byte, bool) {
+	if !q.on {
+		return nil, false
+	}
+	select {
+	case b := <-q.back:
+		q.lent.Add(-int64(cap(b)))
+		return b, true
+	default:
+		return nil, false
+	}
+}
+
+// stop waits for the queue and ends the goroutine; submit restarts it.
+func (q *ioQueue) stop() error {
+	err := q.wait()
+	if q.on {
+		close(q.jobs)
+		q.on = false
+	}
+	return err
+}
+
+// sizeOf is the part's size for rolling decisions: bytes in the file plus
+// bytes queued for it (uncompressed).
+func sizeOf(p *part) int64 { return p.written.Load() + p.queued.Load() }
