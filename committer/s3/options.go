@@ -1,0 +1,312 @@
+package s3
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// Limits of S3 multipart uploads.
+const (
+	// MinPartSize is the smallest part S3 (and MinIO) accept for any part
+	// but the last of an upload.
+	MinPartSize = 5 << 20
+	// MaxPartSize is the largest part S3 accepts.
+	MaxPartSize = 5 << 30
+	// MaxParts is the largest part number S3 accepts.
+	MaxParts = 10000
+	// DefaultPartSize is the part size used without WithPartSize.
+	DefaultPartSize = 16 << 20
+	// DefaultConcurrency is the number of part uploads a writer runs at once
+	// without WithConcurrency.
+	DefaultConcurrency = 4
+)
+
+// Option configures a Backend or a Store. Options are validated together by
+// New (or NewStore); an option that does not apply to a Store is ignored
+// there.
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// Encryption selects server-side encryption of the objects this package
+// writes.
+type Encryption int
+
+const (
+	// EncryptionDefault sends no encryption header: the bucket's default
+	// encryption applies.
+	EncryptionDefault Encryption = iota
+	// EncryptionS3 is SSE-S3 ("AES256"): keys managed by the store.
+	EncryptionS3
+	// EncryptionKMS is SSE-KMS ("aws:kms") with the key id given to
+	// WithSSEKMS (empty: the account's default key). With SSE-KMS the ETag
+	// of an object is not an MD5 of its content, so a verified re-commit
+	// compares the length, the per-upload id stored in the object's metadata
+	// and the composite CRC-32 (when part checksums are on), not the ETag.
+	EncryptionKMS
+)
+
+type options struct {
+	partSize    int64
+	concurrency int
+	maxParts    int
+	spillDir    string
+	integrity   Integrity
+	checksums   bool
+	sse         Encryption
+	kmsKeyID    string
+	storage     s3types.StorageClass
+	contentType *string
+	contentEnc  *string
+	tags        map[string]string
+	log         *slog.Logger
+	retryer     aws.Retryer
+	keepRetryer bool
+}
+
+func defaultOptions() options {
+	return options{
+		partSize: DefaultPartSize, concurrency: DefaultConcurrency, maxParts: MaxParts,
+		spillDir: os.TempDir(), checksums: true, log: slog.New(slog.DiscardHandler),
+	}
+}
+
+// WithPartSize sets the size of every part but the last (default
+// DefaultPartSize, at least MinPartSize, at most MaxPartSize). A part file
+// grows to at most MaxParts parts: with 16 MiB parts, 156 GiB.
+func WithPartSize(n int64) Option { return optionFunc(func(o *options) { o.partSize = n }) }
+
+// WithConcurrency sets how many part uploads one writer runs at once
+// (default DefaultConcurrency). Write blocks while that many are in flight,
+// so a writer holds at most n+1 parts in its spill files.
+func WithConcurrency(n int) Option { return optionFunc(func(o *options) { o.concurrency = n }) }
+
+// WithMaxParts lowers the number of parts after which a writer asks the file
+// sink to roll the part file (committer.Limited; default and maximum
+// MaxParts). Tests use it to reach the limit with little data.
+func WithMaxParts(n int) Option { return optionFunc(func(o *options) { o.maxParts = n }) }
+
+// WithSpillDir sets the directory of the writers' local spill files
+// (default os.TempDir()). Each writer keeps there the bytes of the part it
+// is filling and of the parts being uploaded; the files are unlinked as soon
+// as they are created where the OS allows it, so they never outlive the
+// process.
+func WithSpillDir(dir string) Option { return optionFunc(func(o *options) { o.spillDir = dir }) }
+
+// WithIntegrity sets the checksum and signing mode of every request (default
+// IntegrityDefault); see Integrity.
+func WithIntegrity(m Integrity) Option { return optionFunc(func(o *options) { o.integrity = m }) }
+
+// WithPartChecksums turns the per-part CRC-32 off or on (default on). With it
+// on, every part, tail object and checkpoint record is sent with an
+// x-amz-checksum-crc32 header that the writer computes while the bytes are
+// spilled (no extra pass over the data) and that the store verifies before
+// it accepts the part, and uploads are created with the CRC32 checksum
+// algorithm. Turn it off only for an S3-compatible store that rejects
+// flexible checksums.
+func WithPartChecksums(on bool) Option { return optionFunc(func(o *options) { o.checksums = on }) }
+
+// WithSSES3 encrypts every object with SSE-S3 ("AES256").
+func WithSSES3() Option { return optionFunc(func(o *options) { o.sse, o.kmsKeyID = EncryptionS3, "" }) }
+
+// WithSSEKMS encrypts every object with SSE-KMS under keyID (empty: the
+// default KMS key of the account). See EncryptionKMS for what it changes in
+// the verification of a re-commit.
+func WithSSEKMS(keyID string) Option {
+	return optionFunc(func(o *options) { o.sse, o.kmsKeyID = EncryptionKMS, keyID })
+}
+
+// WithStorageClass sets the storage class of published objects (default: the
+// bucket's, usually STANDARD). Staging objects (tails, markers) and
+// checkpoint records always use the default class: they are short-lived,
+// and classes such as STANDARD_IA or GLACIER bill a minimum duration.
+func WithStorageClass(c string) Option {
+	return optionFunc(func(o *options) { o.storage = s3types.StorageClass(c) })
+}
+
+// WithContentType sets the Content-Type of every published object (default:
+// ContentTypeFor(target)).
+func WithContentType(ct string) Option { return optionFunc(func(o *options) { o.contentType = &ct }) }
+
+// WithContentEncoding sets the Content-Encoding of every published object
+// (default: none). Leave it unset for compressed part files: a ".jsonl.gz"
+// object with "Content-Encoding: gzip" is decompressed on the fly by
+// browsers, curl --compressed and several HTTP libraries, so its readers see
+// other bytes (and another length) than the object holds. Like Kafka
+// Connect's S3 sink, the default publishes the compressed file as what it
+// is, with the compression's media type (application/gzip, application/zstd)
+// as its Content-Type.
+func WithContentEncoding(ce string) Option {
+	return optionFunc(func(o *options) { o.contentEnc = &ce })
+}
+
+// WithTags sets object tags on every published object (at most 10).
+// Staging objects are never tagged: a lifecycle rule keyed on a tag must not
+// expire data a checkpoint references.
+func WithTags(tags map[string]string) Option {
+	return optionFunc(func(o *options) { o.tags = tags })
+}
+
+// WithLogger sets the logger (default: discard). Nothing this package logs
+// contains credentials.
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.log = l }) }
+
+// WithRetryer sets the retryer used for every request, replacing the
+// client's (default: NewRetryer(), a bounded standard retryer with
+// exponential backoff and jitter). WithRetryer(nil) keeps the client's own
+// retryer.
+func WithRetryer(r aws.Retryer) Option {
+	return optionFunc(func(o *options) { o.retryer, o.keepRetryer = r, r == nil })
+}
+
+func (o *options) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.partSize < MinPartSize || o.partSize > MaxPartSize {
+		bad("part size %d is outside [%d, %d] (S3 rejects smaller non-last parts at CompleteMultipartUpload)", o.partSize, MinPartSize, MaxPartSize)
+	}
+	if o.concurrency < 1 || o.concurrency > 256 {
+		bad("concurrency %d is outside [1, 256]", o.concurrency)
+	}
+	if o.maxParts < 2 || o.maxParts > MaxParts {
+		bad("max parts %d is outside [2, %d]", o.maxParts, MaxParts)
+	}
+	if o.spillDir == "" {
+		bad("empty spill directory")
+	} else if fi, err := os.Stat(o.spillDir); err != nil {
+		bad("spill directory: %v", err)
+	} else if !fi.IsDir() {
+		bad("spill directory %s is not a directory", o.spillDir)
+	}
+	if o.integrity != IntegrityDefault && o.integrity != IntegrityFast {
+		bad("unknown integrity mode %d", o.integrity)
+	}
+	if o.sse != EncryptionKMS && o.kmsKeyID != "" {
+		bad("a KMS key id needs SSE-KMS")
+	}
+	if o.storage != "" && !slices.Contains(o.storage.Values(), o.storage) && !storageClassName(string(o.storage)) {
+		// Classes newer than this SDK are accepted; typos are not.
+		bad("storage class %q is not a storage class name", o.storage)
+	}
+	if o.contentType != nil && (*o.contentType == "" || !validHeader(*o.contentType)) {
+		bad("invalid content type %q", *o.contentType)
+	}
+	if o.contentEnc != nil && !validHeader(*o.contentEnc) {
+		bad("invalid content encoding %q", *o.contentEnc)
+	}
+	if len(o.tags) > 10 {
+		bad("%d object tags, S3 allows 10", len(o.tags))
+	}
+	for k, v := range o.tags {
+		if k == "" || utf8.RuneCountInString(k) > 128 || utf8.RuneCountInString(v) > 256 || strings.HasPrefix(k, "aws:") {
+			bad("invalid object tag %q=%q (key 1-128 characters not starting with aws:, value up to 256)", k, v)
+		}
+	}
+	if o.log == nil {
+		bad("nil logger")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("s3: invalid options: %w", errors.Join(errs...))
+	}
+	if o.retryer == nil && !o.keepRetryer {
+		o.retryer = NewRetryer()
+	}
+	return nil
+}
+
+func storageClassName(s string) bool {
+	for _, r := range s {
+		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+func validHeader(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// tagging encodes the tags as the x-amz-tagging header wants them.
+func (o *options) tagging() *string {
+	if len(o.tags) == 0 {
+		return nil
+	}
+	v := url.Values{}
+	for k, val := range o.tags {
+		v.Set(k, val)
+	}
+	return aws.String(v.Encode())
+}
+
+func (o *options) sseType() s3types.ServerSideEncryption {
+	switch o.sse {
+	case EncryptionS3:
+		return s3types.ServerSideEncryptionAes256
+	case EncryptionKMS:
+		return s3types.ServerSideEncryptionAwsKms
+	}
+	return ""
+}
+
+func (o *options) kmsKey() *string {
+	if o.sse == EncryptionKMS && o.kmsKeyID != "" {
+		return aws.String(o.kmsKeyID)
+	}
+	return nil
+}
+
+// ContentTypeFor returns the Content-Type published for target by default:
+// from its last extension, the compression's media type for compressed
+// files (".gz" application/gzip, ".zst" application/zstd, ".bz2",
+// ".snappy"), else the format's (".jsonl" and ".ndjson"
+// application/x-ndjson, ".json", ".csv" text/csv, ".tsv", ".txt"
+// text/plain, ".parquet", ".avro"), else application/octet-stream.
+func ContentTypeFor(target string) string {
+	base := target[strings.LastIndexByte(target, '/')+1:]
+	ext := ""
+	if i := strings.LastIndexByte(base, '.'); i > 0 {
+		ext = strings.ToLower(base[i:])
+	}
+	switch ext {
+	case ".gz", ".gzip":
+		return "application/gzip"
+	case ".zst", ".zstd":
+		return "application/zstd"
+	case ".bz2":
+		return "application/x-bzip2"
+	case ".snappy":
+		return "application/x-snappy-framed"
+	case ".jsonl", ".ndjson":
+		return "application/x-ndjson"
+	case ".json":
+		return "application/json"
+	case ".csv":
+		return "text/csv; charset=utf-8"
+	case ".tsv":
+		return "text/tab-separated-values; charset=utf-8"
+	case ".txt", ".log":
+		return "text/plain; charset=utf-8"
+	case ".parquet":
+		return "application/vnd.apache.parquet"
+	case ".avro":
+		return "application/avro"
+	}
+	return "application/octet-stream"
+}

@@ -1,0 +1,234 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/filesink/filesink/recovery"
+)
+
+// Store is a recovery.Store on an S3 prefix, with the semantics of
+// recovery.DirStore: each checkpoint record is one object
+// "PREFIX/ckpt-<20-digit id>", written once with If-None-Match: * (never
+// overwritten; a PUT that S3 acknowledged is durable and atomic: a record
+// is absent or complete), encoded and checksummed by recovery.Encode. Safe
+// for concurrent use.
+type Store struct {
+	client *s3api.Client
+	bucket string
+	prefix string
+	o      options
+	err    error // invalid arguments: every call fails with it
+}
+
+var _ recovery.Store = (*Store)(nil)
+
+const recordPrefix = "ckpt-"
+
+// maxRecord bounds the size of a record read back.
+const maxRecord = 1<<30 + 64
+
+// NewStore returns a checkpoint store in s3://bucket/prefix (leading and
+// trailing slashes of prefix are ignored). Of the options, WithSSES3,
+// WithSSEKMS, WithIntegrity, WithPartChecksums, WithRetryer and WithLogger
+// apply. Invalid arguments make every method fail with the reason.
+func NewStore(client *s3api.Client, bucket, prefix string, opts ...Option) *Store {
+	s := &Store{client: client, bucket: bucket}
+	s.o = defaultOptions()
+	for _, opt := range opts {
+		opt.apply(&s.o)
+	}
+	var errs []error
+	if client == nil {
+		errs = append(errs, errors.New("s3: nil client"))
+	}
+	if err := checkBucket(bucket); err != nil {
+		errs = append(errs, err)
+	}
+	p, err := cleanPrefix(prefix)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	s.prefix = p
+	if err := s.o.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		s.err = fmt.Errorf("checkpoint store s3://%s/%s: %w", bucket, prefix, errors.Join(errs...))
+	}
+	return s
+}
+
+// Location implements recovery.Store: "s3://bucket/prefix".
+func (s *Store) Location() string {
+	if s.prefix == "" {
+		return "s3://" + s.bucket
+	}
+	return "s3://" + s.bucket + "/" + s.prefix
+}
+
+func (s *Store) dir() string {
+	if s.prefix == "" {
+		return ""
+	}
+	return s.prefix + "/"
+}
+
+func (s *Store) key(id uint64) string { return fmt.Sprintf("%s%s%020d", s.dir(), recordPrefix, id) }
+
+func (s *Store) call() func(*s3api.Options) { return s.o.apply }
+
+func (s *Store) check(ctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	return ctx.Err()
+}
+
+// Put implements recovery.Store. A nil error means the record is durable.
+// A record with the same id is an error, and is never replaced; a record
+// found with the same bytes (an attempt whose reply was lost wrote it) is
+// success.
+func (s *Store) Put(ctx context.Context, c *recovery.Checkpoint) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	b, err := recovery.Encode(c)
+	if err != nil {
+		return err
+	}
+	key := s.key(c.ID)
+	in := &s3api.PutObjectInput{
+		Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b))),
+		ContentType:          aws.String("application/octet-stream"),
+		ServerSideEncryption: s.o.sseType(), SSEKMSKeyId: s.o.kmsKey(),
+		IfNoneMatch: aws.String("*"),
+	}
+	if s.o.checksums {
+		in.ChecksumCRC32 = crcBase64(crc32.ChecksumIEEE(b))
+	}
+	_, err = s.client.PutObject(ctx, in, s.call())
+	if isNotImplemented(err) {
+		// No conditional writes on this store: check, then write.
+		if _, herr := s.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &s.bucket, Key: &key}, s.call()); herr == nil {
+			err = &preconditionError{}
+		} else if !isNotFound(herr) {
+			return fmt.Errorf("write checkpoint %d to %s: %w", c.ID, s.Location(), herr)
+		} else {
+			in.IfNoneMatch = nil
+			in.Body = bytes.NewReader(b)
+			_, err = s.client.PutObject(ctx, in, s.call())
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case isPreconditionFailed(err) || isPrecondition(err):
+		got, gerr := s.read(ctx, key)
+		if gerr == nil && bytes.Equal(got, b) {
+			return nil
+		}
+		return fmt.Errorf("write checkpoint %d: %s already exists and differs (never overwritten): %w", c.ID, s.url(key), fs.ErrExist)
+	}
+	return fmt.Errorf("write checkpoint %d to %s: %w", c.ID, s.Location(), err)
+}
+
+type preconditionError struct{}
+
+func (*preconditionError) Error() string { return "object exists" }
+
+func isPrecondition(err error) bool {
+	var p *preconditionError
+	return errors.As(err, &p)
+}
+
+func (s *Store) url(key string) string { return "s3://" + s.bucket + "/" + key }
+
+// List implements recovery.Store: the ids in ascending order. An object
+// named "ckpt-..." without a 20-digit id is a *recovery.CorruptError.
+func (s *Store) List(ctx context.Context) ([]uint64, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	var ids []uint64
+	prefix := s.dir() + recordPrefix
+	p := s3api.NewListObjectsV2Paginator(s.client, &s3api.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(prefix), Delimiter: aws.String("/")})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx, s.call())
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint store %s: %w", s.Location(), err)
+		}
+		for _, o := range out.Contents {
+			key := aws.ToString(o.Key)
+			rest := strings.TrimPrefix(key, prefix)
+			id, err := strconv.ParseUint(rest, 10, 64)
+			if err != nil || len(rest) != 20 {
+				return nil, &recovery.CorruptError{File: s.url(key), Reason: "unexpected object name in the checkpoint store", Err: recovery.ErrCorruptCheckpoint}
+			}
+			ids = append(ids, id)
+		}
+		for _, cp := range out.CommonPrefixes {
+			return nil, &recovery.CorruptError{File: s.url(aws.ToString(cp.Prefix)), Reason: "unexpected directory in the checkpoint store", Err: recovery.ErrCorruptCheckpoint}
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// Get implements recovery.Store; a defective record is a
+// *recovery.CorruptError naming its object (s3://bucket/key).
+func (s *Store) Get(ctx context.Context, id uint64) (*recovery.Checkpoint, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	key := s.key(id)
+	b, err := s.read(ctx, key)
+	if isNotFound(err) {
+		return nil, fmt.Errorf("read checkpoint %d: %s: %w", id, s.url(key), fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %d: %s: %w", id, s.url(key), err)
+	}
+	c, err := recovery.Decode(s.url(key), b)
+	if err != nil {
+		return nil, err
+	}
+	if c.ID != id {
+		return nil, &recovery.CorruptError{File: s.url(key), Reason: fmt.Sprintf("record says checkpoint %d", c.ID), Err: recovery.ErrCorruptCheckpoint}
+	}
+	return c, nil
+}
+
+func (s *Store) read(ctx context.Context, key string) ([]byte, error) {
+	out, err := s.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &s.bucket, Key: &key}, s.call())
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	return io.ReadAll(io.LimitReader(out.Body, maxRecord))
+}
+
+// Delete implements recovery.Store; deleting a missing record is not an
+// error.
+func (s *Store) Delete(ctx context.Context, id uint64) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	key := s.key(id)
+	_, err := s.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &s.bucket, Key: &key}, s.call())
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete checkpoint %d: %s: %w", id, s.url(key), err)
+	}
+	return nil
+}

@@ -1,0 +1,343 @@
+package s3
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// stagingSet is what the staging directory and the upload listing hold for
+// the targets of one namespace.
+type stagingSet struct {
+	marker bool
+	tails  []string // keys
+}
+
+// staging lists the staging objects of targets whose base name starts with
+// namespace ("" for all), by target; with uploads set, targets that have a
+// multipart upload under the prefix (as ListMultipartUploads with a prefix
+// reports them: AWS does, MinIO lists only uploads of an exact key, which
+// the markers name) are added with an empty set.
+func (b *Backend) staging(ctx context.Context, namespace string, uploads bool) (map[string]*stagingSet, []string, error) {
+	sets := map[string]*stagingSet{}
+	var unknown []string
+	get := func(target string) *stagingSet {
+		s := sets[target]
+		if s == nil {
+			s = &stagingSet{}
+			sets[target] = s
+		}
+		return s
+	}
+	err := b.listObjects(ctx, b.key(StagingDir)+"/", func(o s3types.Object) error {
+		key := aws.ToString(o.Key)
+		target, kind, ok := b.parseStaging(key)
+		if !ok {
+			unknown = append(unknown, key)
+			return nil
+		}
+		if !strings.HasPrefix(path.Base(target), namespace) {
+			return nil
+		}
+		s := get(target)
+		if kind == "marker" {
+			s.marker = true
+		} else {
+			s.tails = append(s.tails, key)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if uploads {
+		prefix := b.key("")
+		if prefix != "" {
+			prefix += "/"
+		}
+		err := b.listUploads(ctx, prefix, func(u s3types.MultipartUpload) error {
+			rel, ok := strings.CutPrefix(aws.ToString(u.Key), prefix)
+			if ok && checkTarget(rel) == nil && strings.HasPrefix(path.Base(rel), namespace) {
+				get(rel)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return sets, unknown, nil
+}
+
+func (b *Backend) listObjects(ctx context.Context, prefix string, fn func(s3types.Object) error) error {
+	p := s3api.NewListObjectsV2Paginator(b.client, &s3api.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx, b.call())
+		if err != nil {
+			return fmt.Errorf("s3: list s3://%s/%s: %w", b.bucket, prefix, err)
+		}
+		for _, o := range out.Contents {
+			if err := fn(o); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// listUploads lists the multipart uploads whose key starts with prefix
+// (paginated).
+func (b *Backend) listUploads(ctx context.Context, prefix string, fn func(s3types.MultipartUpload) error) error {
+	p := s3api.NewListMultipartUploadsPaginator(b.client, &s3api.ListMultipartUploadsInput{Bucket: &b.bucket, Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx, b.call())
+		if err != nil {
+			return fmt.Errorf("s3: list multipart uploads of s3://%s/%s: %w", b.bucket, prefix, err)
+		}
+		for _, u := range out.Uploads {
+			if err := fn(u); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// uploadsOf lists the uploads of exactly key.
+func (b *Backend) uploadsOf(ctx context.Context, key string) ([]s3types.MultipartUpload, error) {
+	var out []s3types.MultipartUpload
+	err := b.listUploads(ctx, key, func(u s3types.MultipartUpload) error {
+		if aws.ToString(u.Key) == key {
+			out = append(out, u)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Sweep implements committer.Backend. For every part file of namespace with
+// staging data (an upload marker, tail objects, or an upload listed under
+// the prefix), it aborts the multipart uploads that no entry of keep
+// references, deletes the tail objects that no entry of keep references,
+// and then the marker when no upload of that part file is kept. Objects of
+// other namespaces, other sinks and finished objects are never touched.
+func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	keptUploads := map[string]bool{}
+	keptTargets := map[string]bool{}
+	keptTails := map[string]bool{}
+	for _, k := range keep {
+		r, err := b.parse(k, "")
+		if err != nil {
+			return err
+		}
+		keptUploads[r.UploadID] = true
+		keptTargets[r.Target] = true
+		if r.TailKey != "" {
+			keptTails[r.TailKey] = true
+		}
+	}
+	sets, _, err := b.staging(ctx, namespace, true)
+	if err != nil {
+		return err
+	}
+	targets := make([]string, 0, len(sets))
+	for t := range sets {
+		targets = append(targets, t)
+	}
+	slices.Sort(targets)
+	var tails []string
+	for _, target := range targets {
+		s := sets[target]
+		key := b.key(target)
+		kept := keptTargets[target]
+		ups, err := b.uploadsOf(ctx, key)
+		if err != nil {
+			return err
+		}
+		for _, u := range ups {
+			id := aws.ToString(u.UploadId)
+			if keptUploads[id] {
+				kept = true
+				continue
+			}
+			if err := b.abort(ctx, key, id); err != nil {
+				return err
+			}
+			b.o.log.Info("s3: sweep aborted an orphaned upload", "key", key, "upload_id", id, "initiated", aws.ToTime(u.Initiated))
+		}
+		for _, t := range s.tails {
+			if !keptTails[t] {
+				tails = append(tails, t)
+			}
+		}
+		if s.marker && !kept {
+			tails = append(tails, b.markerKey(target))
+		}
+	}
+	if err := b.deleteKeys(ctx, tails); err != nil {
+		return err
+	}
+	if len(tails) > 0 {
+		b.o.log.Info("s3: sweep deleted orphaned staging objects", "namespace", namespace, "objects", len(tails))
+	}
+	return nil
+}
+
+func (b *Backend) abort(ctx context.Context, key, uploadID string) error {
+	_, err := b.client.AbortMultipartUpload(ctx, &s3api.AbortMultipartUploadInput{Bucket: &b.bucket, Key: &key, UploadId: &uploadID}, b.call())
+	if err != nil && !isNoSuchUpload(err) {
+		return fmt.Errorf("s3: abort upload %s of %s: %w", uploadID, b.objURL(key), err)
+	}
+	return nil
+}
+
+// deleteKeys deletes objects, 1000 per request; missing ones are not an
+// error.
+func (b *Backend) deleteKeys(ctx context.Context, keys []string) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		ids := make([]s3types.ObjectIdentifier, n)
+		for i, k := range keys[:n] {
+			ids[i] = s3types.ObjectIdentifier{Key: aws.String(k)}
+		}
+		out, err := b.client.DeleteObjects(ctx, &s3api.DeleteObjectsInput{
+			Bucket: &b.bucket, Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+		}, b.call())
+		if isNotImplemented(err) {
+			for _, k := range keys[:n] {
+				if _, err := b.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(k)}, b.call()); err != nil && !isNotFound(err) {
+					return fmt.Errorf("s3: delete %s: %w", b.objURL(k), err)
+				}
+			}
+		} else if err != nil {
+			return fmt.Errorf("s3: delete %d staging objects: %w", n, err)
+		} else {
+			for _, e := range out.Errors {
+				if aws.ToString(e.Code) == "NoSuchKey" {
+					continue
+				}
+				return fmt.Errorf("s3: delete %s: %s: %s", b.objURL(aws.ToString(e.Key)), aws.ToString(e.Code), aws.ToString(e.Message))
+			}
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// Upload describes a multipart upload of the backend (see ListUploads).
+type Upload struct {
+	Target    string    // part file, relative to the prefix
+	Key       string    // object key
+	UploadID  string    //
+	Initiated time.Time // zero if the store did not say
+	Staging   string    // StagingName(Target)
+	// Tails is the number of tail objects of the target.
+	Tails int
+}
+
+// ListUploads lists the multipart uploads of part files whose base name
+// starts with namespace ("" for all), found through the upload markers and,
+// on stores that list uploads by prefix, under the prefix. It is for the
+// operator (`filesink uploads list`): an upload listed here may be
+// referenced by a checkpoint; only the recovery sweep knows which are
+// orphans. Safe for concurrent use.
+func (b *Backend) ListUploads(ctx context.Context, namespace string) ([]Upload, error) {
+	sets, _, err := b.staging(ctx, namespace, true)
+	if err != nil {
+		return nil, err
+	}
+	var out []Upload
+	for target, s := range sets {
+		key := b.key(target)
+		ups, err := b.uploadsOf(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range ups {
+			out = append(out, Upload{
+				Target: target, Key: key, UploadID: aws.ToString(u.UploadId),
+				Initiated: aws.ToTime(u.Initiated), Staging: StagingName(target), Tails: len(s.tails),
+			})
+		}
+	}
+	slices.SortFunc(out, func(x, y Upload) int {
+		if c := strings.Compare(x.Key, y.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(x.UploadID, y.UploadID)
+	})
+	return out, nil
+}
+
+// AbortUpload aborts one multipart upload of the backend (`filesink uploads
+// abort`). Aborting an upload that a retained checkpoint references loses
+// the records of that part file (its commit or resume then fails with
+// ErrDataLoss): the caller must make sure it is an orphan. Aborting an
+// upload that does not exist is not an error. The marker and tail objects
+// are left to the sweep.
+func (b *Backend) AbortUpload(ctx context.Context, key, uploadID string) error {
+	prefix := b.key("")
+	if prefix != "" && !strings.HasPrefix(key, prefix+"/") {
+		return fmt.Errorf("s3: abort upload: key %q is not under %s", key, b.Location())
+	}
+	if uploadID == "" {
+		return fmt.Errorf("s3: abort upload of %s: empty upload id", b.objURL(key))
+	}
+	if err := b.abort(ctx, key, uploadID); err != nil {
+		return err
+	}
+	b.o.log.Info("s3: upload aborted", "key", key, "upload_id", uploadID)
+	return nil
+}
+
+// Scan implements committer.Auditor: the staging names present (part files
+// with an upload marker, tail objects or an upload listed under the prefix,
+// as Describe names them), and problems: objects in the staging directory
+// that this package did not name, and objects outside it named like staging
+// data (visible to readers of the output).
+func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	sets, unknown, err := b.staging(ctx, "", true)
+	if err != nil {
+		return nil, nil, err
+	}
+	for target := range sets {
+		staging = append(staging, StagingName(target))
+	}
+	slices.Sort(staging)
+	for _, k := range unknown {
+		problems = append(problems, fmt.Sprintf("%s: unexpected object in the staging directory", b.objURL(k)))
+	}
+	prefix := b.key("")
+	if prefix != "" {
+		prefix += "/"
+	}
+	stagingDir := b.key(StagingDir) + "/"
+	err = b.listObjects(ctx, prefix, func(o s3types.Object) error {
+		key := aws.ToString(o.Key)
+		if strings.HasPrefix(key, stagingDir) {
+			return nil
+		}
+		base := path.Base(key)
+		if strings.HasSuffix(base, markerSuffix) && strings.HasPrefix(base, ".") {
+			problems = append(problems, fmt.Sprintf("%s: upload marker outside %s", b.objURL(key), stagingDir))
+		} else if i := strings.LastIndex(base, tailInfix); i >= 0 && isHex(base[i+len(tailInfix):], 16) {
+			problems = append(problems, fmt.Sprintf("%s: tail object visible as finished output", b.objURL(key)))
+		}
+		return nil
+	})
+	return staging, problems, err
+}
