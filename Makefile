@@ -10,8 +10,11 @@ build:
 
 # The one command that runs every test: format and vet checks, then all
 # tests (unit, fuzz seed corpora, crash loops, named crash points, kill -9
-# chaos) under the race detector.
+# chaos, S3 against a real MinIO) under the race detector. scripts/minio
+# installs the pinned MinIO into the cache on first use and prints its path;
+# the S3 tests start their own throwaway servers from it.
 test: lint
+	FILESINK_MINIO="$$(GO='$(GO)' scripts/minio)" && export FILESINK_MINIO && \
 	$(GO) test -race -timeout 40m ./...
 
 lint:

@@ -1,0 +1,509 @@
+package miniotest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+const (
+	// EnvBinary names the environment variable with the path of the MinIO
+	// server binary (make test sets it from scripts/minio).
+	EnvBinary = "FILESINK_MINIO"
+
+	// Version is the MinIO module version scripts/minio installs.
+	Version = "v0.0.0-20260212201848-7aac2a2c5b7c"
+
+	// Root credentials and region of every server started here.
+	rootUser     = "filesinktest"
+	rootPassword = "filesinktest-secret"
+	region       = "us-east-1"
+
+	// StartTimeout bounds the wait for a new server to answer.
+	StartTimeout = 60 * time.Second
+
+	stopGrace   = 10 * time.Second // SIGTERM to SIGKILL
+	tailBytes   = 64 << 10         // output kept for error messages
+	tailShown   = 4 << 10          // output shown in a failure message
+	bindRetries = 5                // new ports after "port already in use"
+)
+
+// ErrNotInstalled means no MinIO binary was found (see Binary).
+var ErrNotInstalled = errors.New("MinIO not installed: run scripts/minio (make test does), or set " + EnvBinary + " to a minio binary")
+
+// Binary returns the path of the MinIO server binary: $FILESINK_MINIO, else
+// ${FILESINK_CACHE:-$HOME/.cache/filesink}/bin/minio, else minio on PATH.
+// The error wraps ErrNotInstalled when none exists; a FILESINK_MINIO that
+// names no executable is a configuration error, not ErrNotInstalled.
+func Binary() (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", EnvBinary, p, err)
+		}
+		return p, nil
+	}
+	looked := []string{"$" + EnvBinary + " unset"}
+	if p := cachePath(); p != "" {
+		if executable(p) == nil {
+			return p, nil
+		}
+		looked = append(looked, "no "+p)
+	}
+	if p, err := exec.LookPath("minio"); err == nil {
+		return p, nil
+	}
+	looked = append(looked, "no minio on PATH")
+	return "", fmt.Errorf("%w (%s)", ErrNotInstalled, strings.Join(looked, ", "))
+}
+
+func cachePath() string {
+	dir := os.Getenv("FILESINK_CACHE")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(home, ".cache", "filesink")
+	}
+	return filepath.Join(dir, "bin", "minio")
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("not an executable file")
+	}
+	return nil
+}
+
+// InCI reports whether CI is set to a true value (CI=true, as .ci/run sets
+// it). A value that is not a boolean counts as true, so a test fails rather
+// than skips when in doubt.
+func InCI() bool {
+	v := os.Getenv("CI")
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	return err != nil || b
+}
+
+// requireBinary returns the binary or ends the test: Skip by hand, Fatal in
+// CI or when FILESINK_MINIO is set but wrong.
+func requireBinary(t testing.TB) string {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		missing(t, err)
+	}
+	return bin
+}
+
+func missing(t testing.TB, err error) {
+	t.Helper()
+	switch {
+	case !errors.Is(err, ErrNotInstalled):
+		t.Fatalf("miniotest: %v", err)
+	case InCI():
+		t.Fatalf("miniotest: %v; CI=true, so S3 tests fail instead of skipping", err)
+	default:
+		t.Skipf("SKIPPING S3 TEST: %v", err)
+	}
+}
+
+// Server is one MinIO server process. Its methods are safe for concurrent
+// use, but killing or restarting a server that other tests share breaks
+// them: only the owner of a server from Start should call Kill, Stop or
+// Restart.
+type Server struct {
+	bin      string
+	dataDir  string
+	certsDir string
+	addr     string // 127.0.0.1:PORT of the S3 API
+	console  string // 127.0.0.1:PORT of the console
+
+	seq atomic.Uint64 // bucket names
+
+	mu   sync.Mutex
+	proc *process // nil when stopped
+	out  *tail    // output of the last process started
+}
+
+type process struct {
+	cmd  *exec.Cmd
+	out  *tail
+	done chan struct{} // closed when the process has exited
+	err  error         // cmd.Wait's result, once done is closed
+}
+
+// Start starts a private MinIO server with a data dir under t.TempDir(),
+// waits until it serves requests, and stops it when t ends. Without a MinIO
+// binary it skips t, or fails it when CI=true.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := requireBinary(t)
+	s, err := newServer(bin, t.TempDir())
+	if err != nil {
+		t.Fatalf("miniotest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// newServer starts a server with its files under dir (which must exist).
+func newServer(bin, dir string) (*Server, error) {
+	s := &Server{
+		bin:      bin,
+		dataDir:  filepath.Join(dir, "data"),
+		certsDir: filepath.Join(dir, "certs"), // empty: plain HTTP, ignore ~/.minio/certs
+	}
+	for _, d := range []string{s.dataDir, s.certsDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	for range bindRetries {
+		if s.addr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		if s.console, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		err = s.start()
+		if !errors.Is(err, errPortInUse) {
+			return s, err
+		}
+	}
+	return nil, err
+}
+
+// freeAddr returns 127.0.0.1:PORT with a port that was free a moment ago.
+// Another process may take it before MinIO binds it; start reports that as
+// errPortInUse and the caller retries with new ports.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr, nil
+}
+
+var errPortInUse = errors.New("port already in use")
+
+// start runs the process and waits until it is healthy.
+func (s *Server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		return errors.New("miniotest: server already running")
+	}
+	cmd := exec.Command(s.bin, "server", s.dataDir,
+		"--address", s.addr,
+		"--console-address", s.console,
+		"--certs-dir", s.certsDir)
+	cmd.Env = append(environ(),
+		"MINIO_ROOT_USER="+rootUser,
+		"MINIO_ROOT_PASSWORD="+rootPassword,
+		"MINIO_BROWSER=off",
+		"MINIO_UPDATE=off",
+	)
+	out := &tail{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", s.bin, err)
+	}
+	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	if err := s.waitHealthy(p); err != nil {
+		p.kill()
+		msg := fmt.Sprintf("MinIO (%s) on %s did not start: %v\n--- MinIO output (tail) ---\n%s",
+			strings.Join(cmd.Args, " "), s.addr, err, out.String(tailShown))
+		if strings.Contains(strings.ToLower(out.String(tailBytes)), "already in use") {
+			return fmt.Errorf("%w: %s", errPortInUse, msg)
+		}
+		return errors.New(msg)
+	}
+	s.proc, s.out = p, out
+	return nil
+}
+
+// environ is the test's environment without MINIO_* variables, so the
+// server's configuration is exactly what start sets.
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MINIO_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// waitHealthy polls /minio/health/live until it answers 200, then a signed
+// ListBuckets until it succeeds (IAM and the object layer are ready).
+func (s *Server) waitHealthy(p *process) error {
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer hc.CloseIdleConnections()
+	client := s.newClient(s.Endpoint(), func(o *s3.Options) {
+		o.Retryer = aws.NopRetryer{}
+		o.HTTPClient = hc
+	})
+	live := false
+	var last error
+	for {
+		if !live {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint()+"/minio/health/live", nil)
+			resp, err := hc.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				live = resp.StatusCode == http.StatusOK
+				if !live {
+					err = fmt.Errorf("GET /minio/health/live: %s", resp.Status)
+				}
+			}
+			last = err
+		}
+		if live {
+			_, err := client.ListBuckets(ctx, &s3.ListBucketsInput{})
+			if err == nil {
+				return nil
+			}
+			last = fmt.Errorf("ListBuckets: %w", err)
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited: %v", p.err)
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy after %v (last: %v)", StartTimeout, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// kill sends SIGKILL and waits for the exit.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// stop sends SIGTERM, waits up to stopGrace, then kills.
+func (p *process) stop() {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.kill()
+		return
+	}
+	select {
+	case <-p.done:
+	case <-time.After(stopGrace):
+		p.kill()
+	}
+}
+
+// Stop stops the server (SIGTERM, then SIGKILL after 10 s) and waits for it
+// to exit. It is a no-op on a stopped server. The data dir is kept, so
+// Restart brings the same objects back.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// Kill kills the server with SIGKILL (a crash) and waits for it to exit.
+// Requests fail until Restart. It is a no-op on a stopped server.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
+}
+
+// Restart starts the server again on the same address and data dir, after
+// killing it (SIGKILL) if it is still running, and waits until it serves
+// requests. Clients made before keep working.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	var err error
+	for i := range bindRetries {
+		if err = s.start(); !errors.Is(err, errPortInUse) {
+			break
+		}
+		time.Sleep(time.Duration(i+1) * 200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("miniotest: restart: %v", err)
+	}
+}
+
+// Running reports whether the server process is up (started and not
+// stopped or killed through this Server).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return false
+	}
+	select {
+	case <-s.proc.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Output returns the last bytes (up to 64 KiB) the server process, or the
+// last one if it is stopped, wrote to stdout and stderr.
+func (s *Server) Output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.out == nil {
+		return ""
+	}
+	return s.out.String(tailBytes)
+}
+
+// Endpoint returns the S3 endpoint URL, "http://127.0.0.1:PORT".
+func (s *Server) Endpoint() string { return "http://" + s.addr }
+
+// Addr returns the S3 endpoint's "127.0.0.1:PORT".
+func (s *Server) Addr() string { return s.addr }
+
+// AccessKey returns the root access key.
+func (s *Server) AccessKey() string { return rootUser }
+
+// SecretKey returns the root secret key.
+func (s *Server) SecretKey() string { return rootPassword }
+
+// Region returns the server's region, "us-east-1".
+func (s *Server) Region() string { return region }
+
+// DataDir returns the server's data directory.
+func (s *Server) DataDir() string { return s.dataDir }
+
+// Client returns an S3 client for the server: static root credentials,
+// BaseEndpoint = Endpoint(), path-style addressing, region us-east-1, and
+// the SDK's default retryer and checksum settings. No shared AWS config or
+// AWS_* environment is read. optFns adjust the options (e.g. a Retryer).
+func (s *Server) Client(t testing.TB, optFns ...func(*s3.Options)) *s3.Client {
+	return s.ClientAt(t, s.Endpoint(), optFns...)
+}
+
+// ClientAt is Client with another endpoint, such as a faultproxy in front of
+// this server: the client signs for the host it talks to, and the proxy
+// passes the Host header through unchanged.
+func (s *Server) ClientAt(t testing.TB, endpoint string, optFns ...func(*s3.Options)) *s3.Client {
+	return s.newClient(endpoint, optFns...)
+}
+
+func (s *Server) newClient(endpoint string, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.New(s3.Options{
+		Region:       region,
+		Credentials:  credentials.NewStaticCredentialsProvider(rootUser, rootPassword, ""),
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true,
+		// MinIO returns no checksum for objects uploaded without one; the
+		// SDK would log a warning on every such GetObject.
+		DisableLogOutputChecksumValidationSkipped: true,
+	}, optFns...)
+}
+
+// NewBucket creates a bucket with a unique name derived from t.Name() and
+// returns the name. Buckets are not removed: the server's data dir is
+// temporary.
+func (s *Server) NewBucket(t testing.TB) string {
+	t.Helper()
+	name := s.bucketName(t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.newClient(s.Endpoint()).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("miniotest: creating bucket %s: %v", name, err)
+	}
+	return name
+}
+
+// bucketName makes a valid S3 bucket name (3-63 characters of a-z, 0-9 and
+// '-', starting and ending with a letter or digit) from a test name, a
+// sequence number and a random suffix.
+func (s *Server) bucketName(testName string) string {
+	var b strings.Builder
+	dash := true // no leading '-'
+	for _, r := range strings.ToLower(testName) {
+		if b.Len() >= 30 {
+			break
+		}
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	return fmt.Sprintf("t-%s%d-%s", b.String(), s.seq.Add(1), hex.EncodeToString(rnd[:]))
+}
+
+// tail keeps the last tailBytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - tailBytes; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns up to the last n bytes.
+func (t *tail) String(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
