@@ -38,7 +38,7 @@ func (q *ioQueue) submit(p *part, buf []byte, comp Compression) error {
 	}
 	if !q.on {
 		q.jobs = make(chan ioJob, ioDepth)
-		q.back = make(chan []byte, ioDepth+2)
+		q.back = make(chan []byte, 32)
 		q.on = true
 		go q.run(q.jobs, q.back)
 	}

@@ -331,14 +331,15 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, no
 	return w.afterAppend(ctx, b)
 }
 
-// reserve gives b a buffer if it has none: a reused one, or a small one that
-// grows with use up to the per-bucket size (so that opening 1,000 buckets
-// does not allocate 1,000 buffers sized for fewer).
+// reserve gives b a buffer if it has none: a reused one, or one of the
+// per-bucket size up to 64 KiB that grows with use beyond (so that opening
+// 1,000 buckets one after the other does not allocate buffers sized for
+// fewer).
 func (w *Writer) reserve(b *bucket) {
 	if b.buf != nil {
 		return
 	}
-	for len(w.free) < 8 {
+	for len(w.free) < 32 {
 		buf, ok := w.io.returned()
 		if !ok {
 			break
@@ -350,8 +351,9 @@ func (w *Writer) reserve(b *bucket) {
 		b.buf, w.free = w.free[k-1][:0], w.free[:k-1]
 		return // already counted in bufCap
 	}
-	b.buf = make([]byte, 0, minFlush)
-	w.bufCap += minFlush
+	n := min(w.flushSize(), 64<<10)
+	b.buf = make([]byte, 0, n)
+	w.bufCap += int64(n)
 }
 
 // afterAppend writes b's buffer out when it holds 3/4 of the per-bucket
@@ -378,7 +380,7 @@ func (w *Writer) release(b *bucket) {
 	if b.buf == nil {
 		return
 	}
-	if len(w.free) < 8 {
+	if len(w.free) < 32 {
 		w.free = append(w.free, b.buf[:0])
 	} else {
 		w.bufCap -= int64(cap(b.buf))
