@@ -1,0 +1,822 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/filesink/filesink/committer"
+)
+
+const mib = 1 << 20
+
+// pattern returns n bytes that differ for every seed.
+func pattern(seed, n int) []byte {
+	b := make([]byte, n)
+	x := uint32(seed)*2654435761 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// setup returns a harness over a fresh prefix and a backend with 5 MiB
+// parts.
+func setup(t *testing.T, opts ...Option) (*harness, *Backend) {
+	t.Helper()
+	srv := requireMinio(t)
+	h := newHarness(t, srv, srv.NewBucket(t), append([]Option{WithPartSize(MinPartSize), WithSpillDir(t.TempDir())}, opts...)...)
+	return h, h.backend()
+}
+
+func open(t *testing.T, b *Backend, target string) *writer {
+	t.Helper()
+	w, err := b.Open(t.Context(), target)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", target, err)
+	}
+	return w.(*writer)
+}
+
+func write(t *testing.T, w committer.PartWriter, p ...[]byte) {
+	t.Helper()
+	for _, c := range p {
+		if n, err := w.Write(c); err != nil || n != len(c) {
+			t.Fatalf("Write(%d bytes) = %d, %v", len(c), n, err)
+		}
+	}
+}
+
+func persist(t *testing.T, w committer.PartWriter) (json.RawMessage, record) {
+	t.Helper()
+	r, err := w.Persist(t.Context())
+	if err != nil {
+		t.Fatalf("Persist: %v", err)
+	}
+	var rec record
+	if err := json.Unmarshal(r, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return r, rec
+}
+
+func closeForCommit(t *testing.T, w committer.PartWriter) (json.RawMessage, record) {
+	t.Helper()
+	p, err := w.CloseForCommit(t.Context())
+	if err != nil {
+		t.Fatalf("CloseForCommit: %v", err)
+	}
+	var rec record
+	if err := json.Unmarshal(p, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return p, rec
+}
+
+func resume(t *testing.T, b *Backend, r json.RawMessage, size int64) *writer {
+	t.Helper()
+	w, err := b.Resume(t.Context(), r)
+	if err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if w.Size() != size {
+		t.Fatalf("Resume: Size() = %d, want %d", w.Size(), size)
+	}
+	return w.(*writer)
+}
+
+func (h *harness) wantTarget(t *testing.T, target string, want []byte) {
+	t.Helper()
+	got, err := h.ReadTarget(t.Context(), target)
+	if err != nil {
+		t.Fatalf("read %s: %v", target, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s holds %d bytes, want %d (equal prefix %d)", target, len(got), len(want), commonPrefix(got, want))
+	}
+}
+
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+func (h *harness) exists(t *testing.T, key string) bool {
+	t.Helper()
+	_, err := h.client.HeadObject(t.Context(), &s3api.HeadObjectInput{Bucket: &h.bucket, Key: &key})
+	if err != nil && !isNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestResumeAfterTail: a checkpoint with one full part and a tail object;
+// the writer goes on (another part goes up) and dies; the resumed writer
+// starts from the tail, and the part uploaded after the checkpoint is
+// overwritten and never completed.
+func TestResumeAfterTail(t *testing.T) {
+	h, b := setup(t)
+	a := pattern(1, 5*mib+1000)
+	w := open(t, b, "d/part-0-r1-1.txt")
+	write(t, w, a)
+	r, rec := persist(t, w)
+	if len(rec.Parts) != 1 || rec.BytesInParts != 5*mib || rec.TailLength != 1000 || rec.TailKey == "" {
+		t.Fatalf("resumable %s: want 1 part of 5 MiB and a 1000-byte tail", r)
+	}
+	if !h.exists(t, rec.TailKey) {
+		t.Fatalf("tail object %s missing after Persist", rec.TailKey)
+	}
+	write(t, w, pattern(2, 6*mib)) // part 2 goes up, never recorded
+	if err := w.drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	w = resume(t, b, r, int64(len(a)))
+	c := pattern(3, 3*mib)
+	write(t, w, c)
+	p, prec := closeForCommit(t, w)
+	if len(prec.Parts) != 2 || prec.Parts[1].Size != 1000+3*mib {
+		t.Fatalf("pending %s: want 2 parts, the second of %d bytes", p, 1000+3*mib)
+	}
+	if err := b.Commit(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	h.wantTarget(t, "d/part-0-r1-1.txt", cat(a, c))
+	if !h.exists(t, rec.TailKey) {
+		t.Error("the tail object was deleted by Resume or Commit; only the sweep may delete it")
+	}
+}
+
+// TestSecondRestoreFromSameCheckpoint is FLINK-13940: restoring twice from
+// one checkpoint must find the tail object the second time.
+func TestSecondRestoreFromSameCheckpoint(t *testing.T) {
+	h, b := setup(t)
+	a, x, d := pattern(1, 4000), pattern(2, 6*mib), pattern(3, 100)
+	w := open(t, b, "part-0-r1-1.txt")
+	write(t, w, a)
+	r, rec := persist(t, w)
+	w.Close()
+
+	// Restore 1: writes a full part and persists (a new tail), then dies.
+	w = resume(t, b, r, int64(len(a)))
+	write(t, w, x)
+	_, rec1 := persist(t, w)
+	if rec1.TailKey == rec.TailKey || len(rec1.Parts) != 1 {
+		t.Fatalf("second Persist reused tail %s or has %d parts", rec.TailKey, len(rec1.Parts))
+	}
+	w.Close()
+
+	// Restore 2 from the same checkpoint.
+	if !h.exists(t, rec.TailKey) {
+		t.Fatalf("tail object %s of the checkpoint is gone after a restore (FLINK-13940)", rec.TailKey)
+	}
+	w = resume(t, b, r, int64(len(a)))
+	write(t, w, d)
+	p, _ := closeForCommit(t, w)
+	if err := b.Commit(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	h.wantTarget(t, "part-0-r1-1.txt", cat(a, d))
+}
+
+// TestCommitAfterCompletedElsewhere: the upload was completed with exactly
+// the recorded parts (a Complete whose reply was lost); Commit verifies the
+// object and succeeds. A completion with other parts is data loss.
+func TestCommitAfterCompletedElsewhere(t *testing.T) {
+	h, b := setup(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name     string
+		useParts int // parts to complete with; 0 = all recorded
+		wantErr  error
+	}{
+		{"SameParts", 0, nil},
+		{"FewerParts", 1, committer.ErrDataLoss},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := "p/part-0-r1-" + tc.name + ".jsonl"
+			data := pattern(7, 5*mib+10)
+			w := open(t, b, target)
+			write(t, w, data)
+			p, rec := closeForCommit(t, w)
+			parts := rec.Parts
+			if tc.useParts > 0 {
+				parts = parts[:tc.useParts]
+			}
+			var cps []s3types.CompletedPart
+			for _, pr := range parts {
+				cps = append(cps, s3types.CompletedPart{PartNumber: aws.Int32(pr.Number), ETag: aws.String(pr.ETag), ChecksumCRC32: aws.String(pr.CRC32)})
+			}
+			_, err := h.client.CompleteMultipartUpload(ctx, &s3api.CompleteMultipartUploadInput{
+				Bucket: &h.bucket, Key: &rec.Key, UploadId: &rec.UploadID,
+				MultipartUpload: &s3types.CompletedMultipartUpload{Parts: cps},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				err = b.Commit(ctx, p)
+				if tc.wantErr == nil && err != nil {
+					t.Fatalf("Commit after the upload was completed with the recorded parts: %v", err)
+				}
+				if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Commit after the upload was completed with other parts: %v, want %v", err, tc.wantErr)
+				}
+			}
+			if tc.wantErr == nil {
+				h.wantTarget(t, target, data)
+				if err := b.Check(ctx, p); err != nil {
+					t.Errorf("Check: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestUploadAbortedBySomeoneElse: Commit and Resume of an upload that a
+// lifecycle rule aborted fail loudly, naming the key and the upload.
+func TestUploadAbortedBySomeoneElse(t *testing.T) {
+	h, b := setup(t)
+	ctx := t.Context()
+	w := open(t, b, "part-0-r1-1.txt")
+	write(t, w, pattern(1, 100))
+	r, rec := persist(t, w)
+	write(t, w, pattern(2, 100))
+	p, _ := closeForCommit(t, w)
+	if _, err := h.client.AbortMultipartUpload(ctx, &s3api.AbortMultipartUploadInput{Bucket: &h.bucket, Key: &rec.Key, UploadId: &rec.UploadID}); err != nil {
+		t.Fatal(err)
+	}
+	_, rerr := b.Resume(ctx, r)
+	cerr := b.Commit(ctx, p)
+	for what, err := range map[string]error{"Resume": rerr, "Commit": cerr} {
+		var gone *UploadGoneError
+		if !errors.Is(err, committer.ErrDataLoss) || !errors.As(err, &gone) {
+			t.Errorf("%s of an aborted upload: %v; want an *UploadGoneError matching ErrDataLoss", what, err)
+			continue
+		}
+		msg := err.Error()
+		for _, want := range []string{rec.Key, rec.UploadID, "AbortIncompleteMultipartUpload", "replay"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s error does not mention %q: %s", what, want, msg)
+			}
+		}
+		if !committer.IsPermanent(err) {
+			t.Errorf("%s error is retryable: %v", what, err)
+		}
+	}
+	h.wantVisibleNone(t)
+}
+
+func (h *harness) wantVisibleNone(t *testing.T) {
+	t.Helper()
+	v, err := h.Visible(t.Context())
+	if err != nil || len(v) != 0 {
+		t.Fatalf("visible = %q, %v; want none", v, err)
+	}
+}
+
+// TestForcedRoll: with at most 3 parts, MustRoll turns true when the third
+// part is being filled; that part grows past the part size if written to.
+func TestForcedRoll(t *testing.T) {
+	h, b := setup(t, WithMaxParts(3))
+	w := open(t, b, "part-0-r1-1.txt")
+	a, c, d := pattern(1, 5*mib), pattern(2, 5*mib), pattern(3, 6*mib)
+	write(t, w, a)
+	if w.MustRoll() {
+		t.Fatal("MustRoll after one part of three")
+	}
+	write(t, w, c)
+	if !w.MustRoll() {
+		t.Fatal("MustRoll is false while the last allowed part is being filled")
+	}
+	// Persist keeps the big tail as a tail object: no part may follow it.
+	_, rec := persist(t, w)
+	if len(rec.Parts) != 2 || rec.TailLength != 0 {
+		t.Fatalf("resumable: %d parts, tail %d", len(rec.Parts), rec.TailLength)
+	}
+	write(t, w, d)
+	_, rec = persist(t, w)
+	if len(rec.Parts) != 2 || rec.TailLength != int64(len(d)) {
+		t.Fatalf("resumable after writing to the last part: %d parts, tail %d; want 2 parts and a tail of %d", len(rec.Parts), rec.TailLength, len(d))
+	}
+	p, prec := closeForCommit(t, w)
+	if len(prec.Parts) != 3 || prec.Parts[2].Size != int64(len(d)) {
+		t.Fatalf("pending: %s", p)
+	}
+	if err := b.Commit(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	h.wantTarget(t, "part-0-r1-1.txt", cat(a, c, d))
+}
+
+// TestPersistFlushesBigTailAsPart: a tail of at least MinPartSize becomes a
+// part at Persist instead of a tail object.
+func TestPersistFlushesBigTailAsPart(t *testing.T) {
+	h, b := setup(t, WithPartSize(8*mib))
+	w := open(t, b, "part-0-r1-1.txt")
+	a, c := pattern(1, 6*mib), pattern(2, 3*mib)
+	write(t, w, a)
+	_, rec := persist(t, w)
+	if len(rec.Parts) != 1 || rec.Parts[0].Size != 6*mib || rec.TailKey != "" {
+		t.Fatalf("resumable after 6 MiB with 8 MiB parts: %+v", rec)
+	}
+	write(t, w, c)
+	_, rec = persist(t, w)
+	if len(rec.Parts) != 1 || rec.TailLength != 3*mib {
+		t.Fatalf("resumable: %+v", rec)
+	}
+	p, _ := closeForCommit(t, w)
+	if err := b.Commit(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	h.wantTarget(t, "part-0-r1-1.txt", cat(a, c))
+}
+
+// TestETagAndChecksum: the ETag and composite CRC-32 computed from the
+// recorded parts are what the store reports.
+func TestETagAndChecksum(t *testing.T) {
+	h, b := setup(t)
+	for i, n := range []int{0, 10, 5 * mib, 11*mib + 3} {
+		target := "e/part-0-r1-" + string(rune('a'+i))
+		w := open(t, b, target)
+		write(t, w, pattern(i, n))
+		p, rec := closeForCommit(t, w)
+		if err := b.Commit(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		head, err := h.client.HeadObject(t.Context(), &s3api.HeadObjectInput{Bucket: &h.bucket, Key: &rec.Key, ChecksumMode: s3types.ChecksumModeEnabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		etag, _ := multipartETag(rec.Parts)
+		crc, _ := compositeCRC32(rec.Parts)
+		if got := unquote(aws.ToString(head.ETag)); got != etag {
+			t.Errorf("%d bytes: ETag %s, computed %s", n, got, etag)
+		}
+		if got := aws.ToString(head.ChecksumCRC32); got != crc {
+			t.Errorf("%d bytes: CRC-32 %s, computed %s", n, got, crc)
+		}
+		if head.Metadata[metaID] != rec.ID {
+			t.Errorf("%d bytes: metadata %v, want id %s", n, head.Metadata, rec.ID)
+		}
+	}
+}
+
+// TestSweepOwnsItsMess: Sweep aborts only this namespace's unreferenced
+// uploads and deletes only its unreferenced tails and markers.
+func TestSweepOwnsItsMess(t *testing.T) {
+	h, b := setup(t)
+	ctx := t.Context()
+	const ns = "part-0-"
+
+	// An orphan: persisted twice (two tails), closed, not kept.
+	w := open(t, b, "b/part-0-r1-1.txt")
+	write(t, w, pattern(1, 10))
+	_, orphan1 := persist(t, w)
+	write(t, w, pattern(2, 10))
+	_, orphan2 := persist(t, w)
+	w.Close()
+
+	// A kept resumable with an older, unreferenced tail.
+	w = open(t, b, "b/part-0-r1-2.txt")
+	write(t, w, pattern(3, 10))
+	_, old := persist(t, w)
+	write(t, w, pattern(4, 10))
+	keptR, kept := persist(t, w)
+	w.Close()
+
+	// A kept pending.
+	w = open(t, b, "b/part-0-r1-3.txt")
+	write(t, w, pattern(5, 10))
+	keptP, _ := closeForCommit(t, w)
+
+	// A marker whose Create never happened (crash between the two).
+	markerOnly := h.key(StagingName("b/part-0-r1-4.txt")) + markerSuffix
+	if _, err := h.client.PutObject(ctx, &s3api.PutObjectInput{Bucket: &h.bucket, Key: &markerOnly, Body: strings.NewReader("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	// A second upload of the kept resumable's key (an in-doubt Create).
+	dup, err := h.client.CreateMultipartUpload(ctx, &s3api.CreateMultipartUploadInput{Bucket: &h.bucket, Key: aws.String(kept.Key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Others' staging data: subtask 1, subtask 10, another prefix, a
+	// foreign upload and object under the prefix.
+	var others []record
+	for _, tg := range []string{"b/part-1-r1-1.txt", "b/part-10-r1-1.txt", "b/other-0-r1-1.txt"} {
+		w := open(t, b, tg)
+		write(t, w, pattern(6, 10))
+		_, r := persist(t, w)
+		w.Close()
+		others = append(others, r)
+	}
+	foreignKey := h.key("b/foreign.bin")
+	foreign, err := h.client.CreateMultipartUpload(ctx, &s3api.CreateMultipartUploadInput{Bucket: &h.bucket, Key: &foreignKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strange := h.key(StagingDir + "/README")
+	if _, err := h.client.PutObject(ctx, &s3api.PutObjectInput{Bucket: &h.bucket, Key: &strange, Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	// A published part of the namespace.
+	w = open(t, b, "b/part-0-r1-5.txt")
+	write(t, w, pattern(7, 10))
+	pub, _ := closeForCommit(t, w)
+	if err := b.Commit(ctx, pub); err != nil {
+		t.Fatal(err)
+	}
+
+	before, err := b.ListUploads(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 4 { // orphan, kept resumable + its duplicate, kept pending
+		t.Fatalf("ListUploads(%q) before the sweep = %+v, want 4 uploads", ns, before)
+	}
+	for range 2 {
+		if err := b.Sweep(ctx, ns, []json.RawMessage{keptR, keptP}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := b.ListUploads(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, u := range after {
+		ids = append(ids, u.UploadID)
+	}
+	slices.Sort(ids)
+	var keptPending record
+	json.Unmarshal(keptP, &keptPending)
+	want := []string{kept.UploadID, keptPending.UploadID}
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("uploads after the sweep = %q, want the kept ones %q", ids, want)
+	}
+	for key, wantExists := range map[string]bool{
+		orphan1.TailKey: false, orphan2.TailKey: false, h.key(StagingName("b/part-0-r1-1.txt")) + markerSuffix: false,
+		old.TailKey: false, kept.TailKey: true, h.key(StagingName("b/part-0-r1-2.txt")) + markerSuffix: true,
+		h.key(StagingName("b/part-0-r1-3.txt")) + markerSuffix: true,
+		markerOnly: false, strange: true, h.key("b/part-0-r1-5.txt"): true,
+	} {
+		if got := h.exists(t, key); got != wantExists {
+			t.Errorf("%s exists = %v after the sweep, want %v", key, got, wantExists)
+		}
+	}
+	if _, err := h.client.ListParts(ctx, &s3api.ListPartsInput{Bucket: &h.bucket, Key: aws.String(kept.Key), UploadId: dup.UploadId}); !isNoSuchUpload(err) {
+		t.Errorf("the duplicate upload of a kept key was not aborted: %v", err)
+	}
+	for _, r := range others {
+		if !h.exists(t, r.TailKey) {
+			t.Errorf("tail %s of another namespace was deleted", r.TailKey)
+		}
+		if _, err := h.client.ListParts(ctx, &s3api.ListPartsInput{Bucket: &h.bucket, Key: &r.Key, UploadId: &r.UploadID}); err != nil {
+			t.Errorf("upload of %s (another namespace) is gone: %v", r.Target, err)
+		}
+	}
+	if _, err := h.client.ListParts(ctx, &s3api.ListPartsInput{Bucket: &h.bucket, Key: &foreignKey, UploadId: foreign.UploadId}); err != nil {
+		t.Errorf("foreign upload is gone: %v", err)
+	}
+	// The kept ones still work.
+	w = resume(t, b, keptR, 20)
+	p, _ := closeForCommit(t, w)
+	for _, c := range []json.RawMessage{p, keptP} {
+		if err := b.Commit(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestListAndAbortUploads exercises the helpers of `filesink uploads`.
+func TestListAndAbortUploads(t *testing.T) {
+	_, b := setup(t)
+	ctx := t.Context()
+	w1 := open(t, b, "x/part-0-r1-1.txt")
+	w2 := open(t, b, "part-0-r1-2.txt")
+	w3 := open(t, b, "part-1-r1-1.txt")
+	defer w1.Close()
+	defer w2.Close()
+	defer w3.Close()
+	ups, err := b.ListUploads(ctx, "part-0-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ups) != 2 || ups[0].UploadID != w2.rec.UploadID || ups[1].Target != "x/part-0-r1-1.txt" {
+		t.Fatalf("ListUploads = %+v", ups)
+	}
+	if err := b.AbortUpload(ctx, ups[0].Key, ups[0].UploadID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AbortUpload(ctx, ups[0].Key, ups[0].UploadID); err != nil {
+		t.Fatalf("second abort: %v", err)
+	}
+	if err := b.AbortUpload(ctx, "elsewhere/k", "id"); err == nil {
+		t.Error("AbortUpload of a key outside the prefix succeeded")
+	}
+	all, err := b.ListUploads(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 {
+		t.Fatalf("ListUploads(\"\") after an abort = %+v", all)
+	}
+	// Writing to the aborted upload fails loudly.
+	write(t, w2, pattern(1, 10))
+	if _, err := w2.CloseForCommit(ctx); !errors.Is(err, committer.ErrDataLoss) {
+		t.Fatalf("CloseForCommit of an aborted upload: %v", err)
+	}
+}
+
+// TestScan: staging names as Describe gives them, and staging data in the
+// visible output reported.
+func TestScan(t *testing.T) {
+	h, b := setup(t)
+	ctx := t.Context()
+	w := open(t, b, "d/part-0-r1-1.txt")
+	write(t, w, pattern(1, 10))
+	r, _ := persist(t, w)
+	w.Close()
+	_, wantStaging, _ := b.Describe(r)
+	bad := h.key("d/.part-0-r1-1.txt.tail-0123456789abcdef")
+	if _, err := h.client.PutObject(ctx, &s3api.PutObjectInput{Bucket: &h.bucket, Key: &bad, Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	staging, problems, err := b.Scan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(staging, []string{wantStaging}) {
+		t.Errorf("Scan staging = %q, want %q", staging, wantStaging)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0], bad) {
+		t.Errorf("Scan problems = %q, want one naming %s", problems, bad)
+	}
+}
+
+// TestObjectAttributes: content type from the extension without
+// Content-Encoding, tags, and explicit overrides.
+func TestObjectAttributes(t *testing.T) {
+	h, b := setup(t, WithTags(map[string]string{"team": "data", "sink": "a b"}))
+	ctx := t.Context()
+	publish := func(b *Backend, target string) {
+		w := open(t, b, target)
+		write(t, w, []byte("x"))
+		p, _ := closeForCommit(t, w)
+		if err := b.Commit(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(b, "part-0-r1-1.jsonl.gz")
+	publish(b, "part-0-r1-2.csv")
+	b2 := h.backend(WithContentType("application/x-custom"), WithContentEncoding("identity"))
+	publish(b2, "part-0-r1-3.jsonl")
+	for target, want := range map[string][2]string{
+		"part-0-r1-1.jsonl.gz": {"application/gzip", ""},
+		"part-0-r1-2.csv":      {"text/csv; charset=utf-8", ""},
+		"part-0-r1-3.jsonl":    {"application/x-custom", "identity"},
+	} {
+		head, err := h.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &h.bucket, Key: aws.String(h.key(target))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct, ce := aws.ToString(head.ContentType), aws.ToString(head.ContentEncoding); ct != want[0] || ce != want[1] {
+			t.Errorf("%s: Content-Type %q Content-Encoding %q, want %q %q", target, ct, ce, want[0], want[1])
+		}
+	}
+	tags, err := h.client.GetObjectTagging(ctx, &s3api.GetObjectTaggingInput{Bucket: &h.bucket, Key: aws.String(h.key("part-0-r1-1.jsonl.gz"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, tg := range tags.TagSet {
+		got[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+	}
+	if got["team"] != "data" || got["sink"] != "a b" || len(got) != 2 {
+		t.Errorf("tags = %v", got)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	c := s3api.New(s3api.Options{Region: "us-east-1"})
+	for name, opts := range map[string][]Option{
+		"small parts":   {WithPartSize(MinPartSize - 1)},
+		"huge parts":    {WithPartSize(MaxPartSize + 1)},
+		"concurrency":   {WithConcurrency(0)},
+		"max parts":     {WithMaxParts(MaxParts + 1)},
+		"spill dir":     {WithSpillDir("/nonexistent/dir")},
+		"integrity":     {WithIntegrity(Integrity(7))},
+		"storage class": {WithStorageClass("standard ia")},
+		"tags":          {WithTags(map[string]string{"aws:x": "y"})},
+		"content type":  {WithContentType("")},
+		"logger":        {WithLogger(nil)},
+	} {
+		if _, err := New(c, "bucket", "p", opts...); err == nil {
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+	// Errors are reported together.
+	_, err := New(c, "bucket", "p", WithPartSize(1), WithConcurrency(0))
+	if err == nil || !strings.Contains(err.Error(), "part size") || !strings.Contains(err.Error(), "concurrency") {
+		t.Errorf("New with two bad options: %v; want both named", err)
+	}
+	for _, p := range []string{"a//b", "a/../b", "./a"} {
+		if _, err := New(c, "bucket", p); err == nil {
+			t.Errorf("New with prefix %q succeeded", p)
+		}
+	}
+	if _, err := New(c, "", "p"); err == nil {
+		t.Error("New with an empty bucket succeeded")
+	}
+	if b, err := New(c, "bucket", "/a/b/"); err != nil || b.key("t") != "a/b/t" {
+		t.Errorf("prefix /a/b/: %v", err)
+	}
+	if b, err := New(c, "bucket", ""); err != nil || b.key("t") != "t" || b.markerKey("d/t") != "_filesink-staging/d/.t.upload" {
+		t.Errorf("empty prefix: %v", err)
+	}
+}
+
+// TestConcurrencyBound: a writer never runs more part uploads at once than
+// configured, and Write blocks instead of buffering more parts.
+func TestConcurrencyBound(t *testing.T) {
+	srv := requireMinio(t)
+	var inFlight, peak atomic.Int64
+	client := s3api.New(s3api.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(minioUser, minioPassword, ""),
+		HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			part := r.Method == http.MethodPut && r.URL.Query().Get("partNumber") != ""
+			if part {
+				n := inFlight.Add(1)
+				defer inFlight.Add(-1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		})},
+	})
+	bucket := srv.NewBucket(t)
+	b, err := New(client, bucket, "c", WithPartSize(MinPartSize), WithConcurrency(2), WithSpillDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := open(t, b, "part-0-r1-1.txt")
+	data := pattern(1, 6*MinPartSize+5)
+	for i := 0; i < len(data); i += 1 << 20 {
+		write(t, w, data[i:min(i+1<<20, len(data))])
+	}
+	p, rec := closeForCommit(t, w)
+	if len(rec.Parts) != 7 {
+		t.Fatalf("%d parts, want 7", len(rec.Parts))
+	}
+	if err := b.Commit(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	if pk := peak.Load(); pk > 2 || pk < 1 {
+		t.Errorf("peak concurrent part uploads = %d, want 1..2", pk)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestIntegrityModes checks the payload signing and checksum headers of
+// each mode against a fake server over plain HTTP and over TLS.
+func TestIntegrityModes(t *testing.T) {
+	type seen struct{ sha, crc string }
+	for _, tc := range []struct {
+		mode    Integrity
+		tls     bool
+		wantSHA func(string) bool
+	}{
+		{IntegrityDefault, false, func(s string) bool { return len(s) == 64 }},
+		{IntegrityFast, false, func(s string) bool { return len(s) == 64 }}, // never unsigned over plain HTTP
+		{IntegrityFast, true, func(s string) bool { return s == "UNSIGNED-PAYLOAD" }},
+	} {
+		var mu sync.Mutex
+		var got []seen
+		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			got = append(got, seen{r.Header.Get("X-Amz-Content-Sha256"), r.Header.Get("X-Amz-Checksum-Crc32")})
+			mu.Unlock()
+			w.Header().Set("ETag", `"d41d8cd98f00b204e9800998ecf8427e"`)
+			if r.Method == http.MethodGet {
+				w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>`))
+			}
+		})
+		var srv *httptest.Server
+		if tc.tls {
+			srv = httptest.NewTLSServer(handler)
+		} else {
+			srv = httptest.NewServer(handler)
+		}
+		o := defaultOptions()
+		o.integrity = tc.mode
+		if err := o.validate(); err != nil {
+			t.Fatal(err)
+		}
+		client := s3api.New(s3api.Options{
+			Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true, HTTPClient: srv.Client(),
+			Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+		})
+		ctx := context.Background()
+		body := []byte("0123456789")
+		if _, err := client.PutObject(ctx, &s3api.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("k"), Body: bytes.NewReader(body), ChecksumCRC32: crcBase64(0xa684c7c6)}, o.apply); err != nil {
+			t.Fatalf("%v tls=%v: PutObject: %v", tc.mode, tc.tls, err)
+		}
+		if _, err := client.ListObjectsV2(ctx, &s3api.ListObjectsV2Input{Bucket: aws.String("b")}, o.apply); err != nil {
+			t.Fatalf("%v tls=%v: ListObjectsV2: %v", tc.mode, tc.tls, err)
+		}
+		srv.Close()
+		if len(got) != 2 {
+			t.Fatalf("%v tls=%v: %d requests", tc.mode, tc.tls, len(got))
+		}
+		for i, s := range got {
+			if !tc.wantSHA(s.sha) {
+				t.Errorf("%v tls=%v: request %d signed payload %q", tc.mode, tc.tls, i, s.sha)
+			}
+		}
+		if got[0].crc != *crcBase64(0xa684c7c6) {
+			t.Errorf("%v tls=%v: part checksum header %q, want ours", tc.mode, tc.tls, got[0].crc)
+		}
+	}
+}
+
+// TestNewClient: the standard chain (environment) with AWS_ENDPOINT_URL,
+// both integrity modes, and no credentials in errors.
+func TestNewClient(t *testing.T) {
+	srv := requireMinio(t)
+	bucket := srv.NewBucket(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", minioUser)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", minioPassword)
+	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	for _, mode := range []Integrity{IntegrityDefault, IntegrityFast} {
+		c, err := NewClient(t.Context(), ClientConfig{PathStyle: true, Integrity: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := New(c, bucket, mode.String(), WithIntegrity(mode), WithSpillDir(t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := b.Open(t.Context(), "part-0-r1-1.txt")
+		if err != nil {
+			t.Fatalf("%v: Open: %v", mode, err)
+		}
+		write(t, w, pattern(1, 6*mib))
+		p, _ := closeForCommit(t, w)
+		if err := b.Commit(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wrong secret: the error names the problem, never the secret.
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value")
+	c, err := NewClient(t.Context(), ClientConfig{PathStyle: true, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := New(c, bucket, "x")
+	_, err = b.Open(t.Context(), "part-0-r1-1.txt")
+	if err == nil || strings.Contains(err.Error(), "wrong-secret-value") || strings.Contains(err.Error(), minioPassword) {
+		t.Errorf("Open with a wrong secret: %v", err)
+	}
+	if _, err := NewClient(t.Context(), ClientConfig{Endpoint: "http://user:hunter2@host"}); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("NewClient with credentials in the endpoint: %v", err)
+	}
+	if _, err := NewClient(t.Context(), ClientConfig{Endpoint: "ftp://x"}); err == nil {
+		t.Error("NewClient accepted an ftp endpoint")
+	}
+}
