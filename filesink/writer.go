@@ -332,9 +332,9 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, no
 }
 
 // reserve gives b a buffer if it has none: a reused one, or one of the
-// per-bucket size up to 64 KiB that grows with use beyond (so that opening
-// 1,000 buckets one after the other does not allocate buffers sized for
-// fewer).
+// per-bucket size (with more than 16 buckets open, at most 64 KiB that grows
+// with use, so that opening 1,000 buckets one after the other does not
+// allocate buffers sized for fewer).
 func (w *Writer) reserve(b *bucket) {
 	if b.buf != nil {
 		return
@@ -351,7 +351,10 @@ func (w *Writer) reserve(b *bucket) {
 		b.buf, w.free = w.free[k-1][:0], w.free[:k-1]
 		return // already counted in bufCap
 	}
-	n := min(w.flushSize(), 64<<10)
+	n := w.flushSize()
+	if len(w.buckets) > 16 {
+		n = min(n, 64<<10)
+	}
 	b.buf = make([]byte, 0, n)
 	w.bufCap += int64(n)
 }
