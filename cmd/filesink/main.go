@@ -18,6 +18,7 @@ Usage:
   filesink run    --source URI --sink URI [flags]   run a job; after a crash, run it again to resume
   filesink verify --sink URI [--state DIR]          check the output against the checkpoint records
   filesink state  --state DIR                       print the checkpoint records
+  filesink uploads list|abort --sink s3://B/P       show or abort a sink's incomplete uploads
   filesink help                                     this text
 
 Run "filesink COMMAND --help" for the flags of a command.
@@ -53,6 +54,8 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		err = cmdVerify(ctx, args[1:], stdout, stderr)
 	case "state":
 		err = cmdState(ctx, args[1:], stdout, stderr)
+	case "uploads":
+		err = cmdUploads(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

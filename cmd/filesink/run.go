@@ -7,15 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/internal/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
@@ -35,7 +32,9 @@ Sources:
   -                      stdin; NOT replayable: after a crash, records read since the
                          last checkpoint are lost (the others are exactly once)
 Sinks:
-  file://OUT or OUT      part files under the directory OUT`
+  file://OUT or OUT      part files under the directory OUT
+  s3://BUCKET/PREFIX     objects under PREFIX, each part file a multipart upload
+                         (credentials: the standard AWS chain; see --s3-* flags)`
 
 type runFlags struct {
 	source, sink, state, format, compression, bucket, tz, prefix string
@@ -44,14 +43,15 @@ type runFlags struct {
 	parallelism, retain                                          int
 	csvHeader, rollOnCheckpoint                                  bool
 	checkpointEvery                                              int64
+	s3                                                           s3Flags
 }
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal) error {
 	var f runFlags
 	fs := newFlagSet("run", runSynopsis, stderr)
 	fs.StringVar(&f.source, "source", "", "source `URI` (required): file://DIR, DIR, gen://?count=N, -")
-	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT or OUT")
-	fs.StringVar(&f.state, "state", "", "checkpoint directory (default OUT/_filesink)")
+	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT, OUT or s3://BUCKET/PREFIX")
+	fs.StringVar(&f.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink, s3://BUCKET/PREFIX/_filesink)")
 	fs.StringVar(&f.format, "format", "jsonl", "row format: jsonl, csv or text")
 	fs.StringVar(&f.compression, "compression", "none", "compression: none, gzip or zstd")
 	fs.DurationVar(&f.interval, "checkpoint-interval", pipeline.DefaultCheckpointInterval, "time between checkpoints")
@@ -71,6 +71,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	fs.IntVar(&f.retain, "retain", recovery.DefaultRetain, "checkpoint records to keep")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), on, off")
+	f.s3.register(fs, true)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,18 +82,22 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	if err != nil {
 		return err
 	}
-	job, err := f.build(log, stdin)
+	job, err := f.build(ctx, log, stdin)
 	if err != nil {
 		return err
 	}
-	// Lock before opening the store: opening removes temp files that a
-	// running process could be writing.
-	unlock, err := lockState(job.stateDir)
-	if err != nil {
-		return err
+	if !isS3(job.stateURI) {
+		// Lock before opening the store: opening removes temp files that a
+		// running process could be writing. (On S3, each record is written
+		// with a conditional put: a second process cannot decide the same
+		// checkpoint.)
+		unlock, err := lockState(job.stateURI)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
-	defer unlock()
-	if job.cfg.Store, err = recovery.OpenDir(ctx, vfs.OS{}, job.stateDir); err != nil {
+	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, job.target.client, true); err != nil {
 		return err
 	}
 
@@ -135,17 +140,18 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 type job struct {
 	cfg      pipeline.Config
 	writers  []*filesink.Writer
-	stateDir string
+	target   *target
+	stateURI string
 }
 
-func (f *runFlags) build(log *slog.Logger, stdin io.Reader) (*job, error) {
-	out, err := localPath(f.sink, "--sink")
+func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader) (*job, error) {
+	t, err := openTarget(ctx, f.sink, &f.s3, log, true)
 	if err != nil {
 		return nil, err
 	}
-	stateDir := f.state
-	if stateDir == "" {
-		stateDir = filepath.Join(out, "_filesink")
+	stateURI := f.state
+	if stateURI == "" {
+		stateURI = t.stateURI
 	}
 	if f.parallelism < 1 {
 		return nil, usageError("run: --parallelism must be at least 1")
@@ -193,7 +199,7 @@ func (f *runFlags) build(log *slog.Logger, stdin io.Reader) (*job, error) {
 	switch f.onBad {
 	case "fail":
 	case "skip":
-		dl = localfs.New(vfs.OS{}, filepath.Join(out, "_dead-letter"))
+		dl = t.dead
 	default:
 		return nil, usageError("run: --on-bad-record must be fail or skip, not %q", f.onBad)
 	}
@@ -202,11 +208,13 @@ func (f *runFlags) build(log *slog.Logger, stdin io.Reader) (*job, error) {
 			return nil, fmt.Errorf("run: --source %s: %w", f.source, err)
 		}
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, fmt.Errorf("run: --sink: %w", err)
+	if t.local != "" {
+		if err := os.MkdirAll(t.local, 0o755); err != nil {
+			return nil, fmt.Errorf("run: --sink: %w", err)
+		}
 	}
-	be := localfs.New(vfs.OS{}, out)
-	j := &job{stateDir: stateDir}
+	be := t.backend
+	j := &job{target: t, stateURI: stateURI}
 	for i := range f.parallelism {
 		comp, _ := filesink.NewCompression(f.compression)
 		opts := []filesink.Option{

@@ -16,15 +16,17 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 Prints the retained checkpoint records, oldest first: id, time, source
 position, and per participant the in-progress parts and the committables
 still pending at that checkpoint.`, stderr)
-	dir := fs.String("state", "", "checkpoint `DIR` (required; the run default is OUT/_filesink)")
+	dir := fs.String("state", "", "checkpoint store `DIR` or s3://BUCKET/PREFIX (required; the run default is OUT/_filesink)")
 	asJSON := fs.Bool("json", false, "print the records as JSON, one per line")
+	var s3f s3Flags
+	s3f.register(fs, false)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" {
 		return usageError("state: --state is required")
 	}
-	store, err := openExistingStore(ctx, *dir)
+	store, err := openStore(ctx, *dir, &s3f, nil, false)
 	if err != nil {
 		return err
 	}

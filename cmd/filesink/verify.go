@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
+	"log/slog"
 
-	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/internal/vfs"
 	"github.com/filesink/filesink/recovery"
 )
 
@@ -19,32 +17,30 @@ Checks the output against the retained checkpoint records: every committed
 part file is present with its recorded length, no staging file is visible as
 output, and no orphaned in-progress file of this sink is left. Prints every
 violation; exits 1 if there is any.`, stderr)
-	sink := fs.String("sink", "", "sink `URI` (required): file://OUT or OUT")
-	state := fs.String("state", "", "checkpoint directory (default OUT/_filesink)")
+	sink := fs.String("sink", "", "sink `URI` (required): file://OUT, OUT or s3://BUCKET/PREFIX")
+	state := fs.String("state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink)")
 	prefix := fs.String("prefix", "part", "part file name prefix of the sink")
+	var s3f s3Flags
+	s3f.register(fs, false)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *sink == "" {
 		return usageError("verify: --sink is required")
 	}
-	out, err := localPath(*sink, "--sink")
+	t, err := openTarget(ctx, *sink, &s3f, slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		return err
 	}
-	dir := *state
-	if dir == "" {
-		dir = filepath.Join(out, "_filesink")
+	stateURI := *state
+	if stateURI == "" {
+		stateURI = t.stateURI
 	}
-	store, err := openExistingStore(ctx, dir)
+	store, err := openStore(ctx, stateURI, &s3f, t.client, false)
 	if err != nil {
 		return err
 	}
-	chk := filesink.Checker{
-		Backend:    localfs.New(vfs.OS{}, out),
-		DeadLetter: localfs.New(vfs.OS{}, filepath.Join(out, "_dead-letter")),
-		Prefix:     *prefix,
-	}
+	chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: *prefix}
 	vs, err := recovery.Verify(ctx, store, chk)
 	for _, v := range vs {
 		fmt.Fprintln(stdout, "VIOLATION", v)
@@ -53,17 +49,9 @@ violation; exits 1 if there is any.`, stderr)
 		return err
 	}
 	if len(vs) > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("verify: %d violation(s) in %s", len(vs), out)}
+		return exitError{code: 1, msg: fmt.Sprintf("verify: %d violation(s) in %s", len(vs), *sink)}
 	}
 	ids, _ := store.List(ctx)
-	fmt.Fprintf(stdout, "OK: %s is consistent with %d checkpoint record(s) in %s\n", out, len(ids), dir)
+	fmt.Fprintf(stdout, "OK: %s is consistent with %d checkpoint record(s) in %s\n", *sink, len(ids), store.Location())
 	return nil
-}
-
-// openExistingStore opens a checkpoint directory that must exist.
-func openExistingStore(ctx context.Context, dir string) (*recovery.DirStore, error) {
-	if _, err := (vfs.OS{}).Stat(dir); err != nil {
-		return nil, fmt.Errorf("checkpoint directory %s: %w", dir, err)
-	}
-	return recovery.OpenDir(ctx, vfs.OS{}, dir)
 }

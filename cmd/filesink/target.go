@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"path"
+	"path/filepath"
+	"strings"
+
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/localfs"
+	s3sink "github.com/filesink/filesink/committer/s3"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/recovery"
+)
+
+// s3Flags are the settings of S3 sinks and state, shared by every command.
+type s3Flags struct {
+	endpoint, region, profile, integrity, partSize string
+	sse, kmsKeyID, storageClass, tags, spillDir    string
+	pathStyle                                      bool
+	concurrency                                    int
+}
+
+func (f *s3Flags) register(fs *flag.FlagSet, write bool) {
+	fs.StringVar(&f.endpoint, "s3-endpoint", "", "S3 endpoint `URL` (default: AWS_ENDPOINT_URL, else AWS)")
+	fs.BoolVar(&f.pathStyle, "s3-path-style", false, "address buckets by path (ENDPOINT/BUCKET), as MinIO needs")
+	fs.StringVar(&f.region, "s3-region", "", "S3 region (default: AWS_REGION or the profile's, else us-east-1)")
+	fs.StringVar(&f.profile, "s3-profile", "", "AWS shared-config profile (default: AWS_PROFILE)")
+	fs.StringVar(&f.integrity, "s3-integrity", "default", "request checksums: default (SDK: CRC32 and SHA-256 of bodies) or fast (only where required; unsigned payload over TLS; per-part CRC kept)")
+	if !write {
+		return
+	}
+	fs.StringVar(&f.partSize, "s3-part-size", "16MiB", "multipart part size (at least 5MiB)")
+	fs.IntVar(&f.concurrency, "s3-concurrency", s3sink.DefaultConcurrency, "concurrent part uploads per part file")
+	fs.StringVar(&f.sse, "s3-sse", "", "server-side encryption: AES256 (SSE-S3) or aws:kms (SSE-KMS); default: the bucket's")
+	fs.StringVar(&f.kmsKeyID, "s3-kms-key-id", "", "KMS key id for --s3-sse aws:kms")
+	fs.StringVar(&f.storageClass, "s3-storage-class", "", "storage class of published objects (e.g. STANDARD_IA)")
+	fs.StringVar(&f.tags, "s3-tags", "", "object tags KEY=VALUE[,KEY=VALUE]")
+	fs.StringVar(&f.spillDir, "spill-dir", "", "local directory for bytes waiting to be uploaded (default: the system temp dir)")
+}
+
+func (f *s3Flags) client(ctx context.Context) (*s3api.Client, error) {
+	integ, err := s3sink.ParseIntegrity(f.integrity)
+	if err != nil {
+		return nil, usageError("--s3-integrity: %v", err)
+	}
+	return s3sink.NewClient(ctx, s3sink.ClientConfig{
+		Endpoint: f.endpoint, PathStyle: f.pathStyle, Region: f.region, Profile: f.profile, Integrity: integ,
+	})
+}
+
+func (f *s3Flags) options(log *slog.Logger) ([]s3sink.Option, error) {
+	opts := []s3sink.Option{s3sink.WithLogger(log)}
+	if integ, err := s3sink.ParseIntegrity(f.integrity); err == nil {
+		opts = append(opts, s3sink.WithIntegrity(integ))
+	}
+	if f.partSize != "" {
+		n, err := filesink.ParseSize(f.partSize)
+		if err != nil {
+			return nil, usageError("--s3-part-size: %v", err)
+		}
+		opts = append(opts, s3sink.WithPartSize(n))
+	}
+	if f.concurrency > 0 {
+		opts = append(opts, s3sink.WithConcurrency(f.concurrency))
+	}
+	switch f.sse {
+	case "":
+		if f.kmsKeyID != "" {
+			return nil, usageError("--s3-kms-key-id needs --s3-sse aws:kms")
+		}
+	case "AES256":
+		opts = append(opts, s3sink.WithSSES3())
+	case "aws:kms":
+		opts = append(opts, s3sink.WithSSEKMS(f.kmsKeyID))
+	default:
+		return nil, usageError("--s3-sse must be AES256 or aws:kms, not %q", f.sse)
+	}
+	if f.storageClass != "" {
+		opts = append(opts, s3sink.WithStorageClass(f.storageClass))
+	}
+	if f.tags != "" {
+		tags := map[string]string{}
+		for _, kv := range strings.Split(f.tags, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, usageError("--s3-tags: %q is not KEY=VALUE", kv)
+			}
+			tags[k] = v
+		}
+		opts = append(opts, s3sink.WithTags(tags))
+	}
+	if f.spillDir != "" {
+		opts = append(opts, s3sink.WithSpillDir(f.spillDir))
+	}
+	return opts, nil
+}
+
+// target is where a sink publishes: its backend, its dead-letter backend,
+// and its default checkpoint store.
+type target struct {
+	uri      string
+	local    string // output directory, for file://
+	bucket   string // for s3://
+	prefix   string
+	client   *s3api.Client
+	s3opts   []s3sink.Option
+	backend  committer.Backend
+	dead     committer.Backend
+	stateURI string // default state location
+}
+
+func isS3(uri string) bool { return strings.HasPrefix(uri, "s3://") }
+
+// parseS3 splits s3://BUCKET[/PREFIX].
+func parseS3(uri, flagName string) (bucket, prefix string, err error) {
+	rest := strings.TrimPrefix(uri, "s3://")
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	if bucket == "" {
+		return "", "", usageError("%s %q: missing bucket (s3://BUCKET/PREFIX)", flagName, uri)
+	}
+	return bucket, strings.Trim(prefix, "/"), nil
+}
+
+// openTarget resolves a --sink URI. With write set, S3 upload options apply.
+func openTarget(ctx context.Context, uri string, s3f *s3Flags, log *slog.Logger, write bool) (*target, error) {
+	t := &target{uri: uri}
+	if !isS3(uri) {
+		out, err := localPath(uri, "--sink")
+		if err != nil {
+			return nil, err
+		}
+		t.local = out
+		t.backend = localfs.New(vfs.OS{}, out)
+		t.dead = localfs.New(vfs.OS{}, filepath.Join(out, "_dead-letter"))
+		t.stateURI = filepath.Join(out, "_filesink")
+		return t, nil
+	}
+	bucket, prefix, err := parseS3(uri, "--sink")
+	if err != nil {
+		return nil, err
+	}
+	t.bucket, t.prefix = bucket, prefix
+	if t.client, err = s3f.client(ctx); err != nil {
+		return nil, err
+	}
+	if write {
+		if t.s3opts, err = s3f.options(log); err != nil {
+			return nil, err
+		}
+	} else {
+		t.s3opts = []s3sink.Option{s3sink.WithLogger(log)}
+	}
+	if t.backend, err = s3sink.New(t.client, bucket, prefix, t.s3opts...); err != nil {
+		return nil, usageError("--sink: %v", err)
+	}
+	if t.dead, err = s3sink.New(t.client, bucket, path.Join(prefix, "_dead-letter"), t.s3opts...); err != nil {
+		return nil, usageError("--sink: %v", err)
+	}
+	t.stateURI = "s3://" + path.Join(bucket, prefix, "_filesink")
+	return t, nil
+}
+
+// openStore opens the checkpoint store at uri (a directory or
+// s3://BUCKET/PREFIX). A local directory is made when create is set and
+// must exist otherwise.
+func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Client, create bool) (recovery.Store, error) {
+	if !isS3(uri) {
+		dir, err := localPath(uri, "--state")
+		if err != nil {
+			return nil, err
+		}
+		if !create {
+			if _, err := (vfs.OS{}).Stat(dir); err != nil {
+				return nil, fmt.Errorf("checkpoint directory %s: %w", dir, err)
+			}
+		}
+		return recovery.OpenDir(ctx, vfs.OS{}, dir)
+	}
+	bucket, prefix, err := parseS3(uri, "--state")
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		if client, err = s3f.client(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s3sink.NewStore(client, bucket, prefix), nil
+}
