@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -89,12 +91,27 @@ const (
 // connection errors. Non-idempotent requests are retried too; the in-doubt
 // case this creates (CompleteMultipartUpload executed, reply lost, retried)
 // is resolved by the verified re-commit (see the package documentation).
-func NewRetryer() aws.Retryer {
+func NewRetryer() aws.Retryer { return newRetryer(DefaultMaxAttempts, DefaultMaxBackoff) }
+
+func newRetryer(attempts int, backoff time.Duration) aws.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) {
-		o.MaxAttempts = DefaultMaxAttempts
-		o.MaxBackoff = DefaultMaxBackoff
+		o.MaxAttempts = attempts
+		o.MaxBackoff = backoff
 		o.RateLimiter = ratelimit.None
+		o.Retryables = append(o.Retryables, retry.IsErrorRetryableFunc(brokenConnection))
 	})
+}
+
+// brokenConnection classifies the connection failures the SDK leaves
+// undecided: a connection closed (EOF) or reset while the request body was
+// still being written (broken pipe). Every request this package sends may be
+// repeated safely (see the package documentation).
+func brokenConnection(err error) aws.Ternary {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) {
+		return aws.TrueTernary
+	}
+	return aws.UnknownTernary
 }
 
 // ClientConfig configures NewClient. The zero value uses the standard AWS
@@ -157,13 +174,7 @@ func NewClient(ctx context.Context, cfg ClientConfig) (*s3api.Client, error) {
 	})
 	opts := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(httpClient),
-		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = attempts
-				o.MaxBackoff = backoff
-				o.RateLimiter = ratelimit.None
-			})
-		}),
+		config.WithRetryer(func() aws.Retryer { return newRetryer(attempts, backoff) }),
 		config.WithDefaultRegion("us-east-1"),
 	}
 	if cfg.Region != "" {

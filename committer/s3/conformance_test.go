@@ -18,6 +18,7 @@ import (
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/committertest"
+	"github.com/filesink/filesink/internal/miniotest"
 )
 
 // TestConformance runs the backend conformance suite against MinIO. S3
@@ -56,9 +57,9 @@ type harness struct {
 	backends []*Backend
 }
 
-func newHarness(t testing.TB, srv *minioServer, bucket string, opts ...Option) *harness {
+func newHarness(t testing.TB, srv *miniotest.Server, bucket string, opts ...Option) *harness {
 	return &harness{
-		t: t, client: srv.Client(), bucket: bucket,
+		t: t, client: srv.Client(t, withRetryer), bucket: bucket,
 		prefix: fmt.Sprintf("out%d/x", prefixSeq.Add(1)), opts: opts,
 	}
 }

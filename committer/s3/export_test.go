@@ -1,17 +1,12 @@
 package s3
 
-import s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+import (
+	"testing"
+
+	"github.com/filesink/filesink/internal/miniotest"
+)
 
 // Exported for the external tests of this directory (package s3_test).
 
-// MinIO credentials of the test server.
-const (
-	MinioUser     = minioUser
-	MinioPassword = minioPassword
-)
-
-// RequireMinioForTest is requireMinio.
-var RequireMinioForTest = requireMinio
-
-// MinioClientForTest returns a client of srv.
-func MinioClientForTest(srv *minioServer) *s3api.Client { return srv.Client() }
+// RequireMinioForTest returns the package's shared MinIO server.
+func RequireMinioForTest(t testing.TB) *miniotest.Server { return requireMinio(t) }

@@ -666,8 +666,8 @@ func TestConcurrencyBound(t *testing.T) {
 	srv := requireMinio(t)
 	var inFlight, peak atomic.Int64
 	client := s3api.New(s3api.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(minioUser, minioPassword, ""),
+		Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint()), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey(), srv.SecretKey(), ""),
 		HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			part := r.Method == http.MethodPut && r.URL.Query().Get("partNumber") != ""
 			if part {
@@ -776,9 +776,9 @@ func TestIntegrityModes(t *testing.T) {
 func TestNewClient(t *testing.T) {
 	srv := requireMinio(t)
 	bucket := srv.NewBucket(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", minioUser)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", minioPassword)
-	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey())
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey())
+	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint())
 	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
 	t.Setenv("AWS_REGION", "")
@@ -810,7 +810,7 @@ func TestNewClient(t *testing.T) {
 	}
 	b, _ := New(c, bucket, "x")
 	_, err = b.Open(t.Context(), "part-0-r1-1.txt")
-	if err == nil || strings.Contains(err.Error(), "wrong-secret-value") || strings.Contains(err.Error(), minioPassword) {
+	if err == nil || strings.Contains(err.Error(), "wrong-secret-value") || strings.Contains(err.Error(), srv.SecretKey()) {
 		t.Errorf("Open with a wrong secret: %v", err)
 	}
 	if _, err := NewClient(t.Context(), ClientConfig{Endpoint: "http://user:hunter2@host"}); err == nil || strings.Contains(err.Error(), "hunter2") {

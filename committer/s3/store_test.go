@@ -26,7 +26,7 @@ func sampleCheckpoint(id uint64) *recovery.Checkpoint {
 
 func TestStore(t *testing.T) {
 	srv := requireMinio(t)
-	client := srv.Client()
+	client := srv.Client(t, withRetryer)
 	bucket := srv.NewBucket(t)
 	ctx := t.Context()
 	s := NewStore(client, bucket, "/out/_filesink/")
