@@ -39,6 +39,10 @@ const (
 	metaID = "filesink-id"
 	// maxKeyLen is S3's limit on object keys, in bytes.
 	maxKeyLen = 1024
+	// maxTailObjects bounds the tail objects of a resumable: Persist writes
+	// only the bytes written since the last Persist as a new tail object,
+	// and the whole tail as one when the list is full.
+	maxTailObjects = 16
 )
 
 // Backend is a committer.Backend and committer.Auditor on one prefix of an
@@ -220,13 +224,20 @@ type record struct {
 	Parts    []partRec `json:"parts"`     // uploaded parts, numbered from 1
 	// BytesInParts is the sum of the parts' sizes.
 	BytesInParts int64 `json:"bytes_in_parts"`
-	// TailKey names the object holding the bytes after the parts (resumable
-	// only; empty when there are none).
-	TailKey    string `json:"tail_key,omitempty"`
-	TailLength int64  `json:"tail_length,omitempty"`
-	TailCRC32  string `json:"tail_crc32,omitempty"`
+	// Tail lists the tail objects holding, in order, the bytes after the
+	// parts (resumable only).
+	Tail []tailRec `json:"tail,omitempty"`
+	// TailLength is the sum of the tail objects' lengths.
+	TailLength int64 `json:"tail_length,omitempty"`
 	// Length is the part file's length: BytesInParts + TailLength.
 	Length int64 `json:"length"`
+}
+
+// tailRec is one tail object.
+type tailRec struct {
+	Key    string `json:"key"`
+	Length int64  `json:"length"`
+	CRC32  string `json:"crc32"`
 }
 
 type partRec struct {
@@ -270,20 +281,21 @@ func (b *Backend) parse(data json.RawMessage, want string) (record, error) {
 	if sum != r.BytesInParts || r.TailLength < 0 || r.Length != sum+r.TailLength {
 		return bad("lengths do not add up")
 	}
-	switch r.Kind {
-	case kindPending:
-		if len(r.Parts) == 0 || r.TailKey != "" || r.TailLength != 0 {
-			return bad("a pending needs parts and no tail")
+	var tail int64
+	for _, tr := range r.Tail {
+		if t, kind, ok := b.parseStaging(tr.Key); !ok || kind != "tail" || t != r.Target || tr.Length <= 0 {
+			return bad("a tail entry is not a tail object of the target")
 		}
-	case kindResumable:
-		if (r.TailKey == "") != (r.TailLength == 0) {
-			return bad("tail key and tail length disagree")
+		if _, ok := crcOf(tr.CRC32); !ok {
+			return bad("a tail entry has no CRC-32")
 		}
-		if r.TailKey != "" {
-			if t, kind, ok := b.parseStaging(r.TailKey); !ok || kind != "tail" || t != r.Target {
-				return bad("tail key is not a tail object of the target")
-			}
-		}
+		tail += tr.Length
+	}
+	if tail != r.TailLength || len(r.Tail) > maxTailObjects {
+		return bad("tail lengths do not add up")
+	}
+	if r.Kind == kindPending && (len(r.Parts) == 0 || len(r.Tail) != 0) {
+		return bad("a pending needs parts and no tail")
 	}
 	return r, nil
 }
@@ -493,7 +505,7 @@ func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (commit
 		return nil, dataLoss("s3: resume %s: upload %s no longer holds the recorded data: %s", b.objURL(r.Key), r.UploadID, d)
 	}
 	w := newWriter(b, r)
-	if r.TailLength > 0 {
+	if len(r.Tail) > 0 {
 		if err := w.loadTail(ctx, r); err != nil {
 			w.Close()
 			return nil, err
@@ -725,6 +737,15 @@ func compositeCRC32(parts []partRec) (string, bool) {
 		buf = append(buf, c...)
 	}
 	return *crcBase64(crc32.ChecksumIEEE(buf)) + "-" + strconv.Itoa(len(parts)), len(parts) > 0
+}
+
+// crcOf decodes a base64 CRC-32.
+func crcOf(s string) (uint32, bool) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != 4 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(b), true
 }
 
 func crcBase64(c uint32) *string {

@@ -138,10 +138,11 @@ func (h *harness) DeleteStaging(ctx context.Context, data json.RawMessage) error
 	if _, err := h.client.AbortMultipartUpload(ctx, &s3api.AbortMultipartUploadInput{Bucket: &h.bucket, Key: &r.Key, UploadId: &r.UploadID}); err != nil {
 		return err
 	}
-	for _, k := range []string{r.TailKey, h.key(StagingName(r.Target)) + markerSuffix} {
-		if k == "" {
-			continue
-		}
+	keys := []string{h.key(StagingName(r.Target)) + markerSuffix}
+	for _, tr := range r.Tail {
+		keys = append(keys, tr.Key)
+	}
+	for _, k := range keys {
 		if _, err := h.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &h.bucket, Key: aws.String(k)}); err != nil {
 			return err
 		}
@@ -149,18 +150,33 @@ func (h *harness) DeleteStaging(ctx context.Context, data json.RawMessage) error
 	return nil
 }
 
-// TruncateStaging shortens the tail object when size falls in it, else
-// re-uploads the part holding offset size with only the bytes before it
-// (zeros: the content is lost anyway).
+// TruncateStaging shortens the tail object holding offset size and deletes
+// the ones after it when size falls in the tail, else re-uploads the part
+// holding offset size with only the bytes before it (zeros: the content is
+// lost anyway).
 func (h *harness) TruncateStaging(ctx context.Context, data json.RawMessage, size int64) error {
 	r := h.record(data)
-	if r.TailKey != "" && size >= r.BytesInParts {
-		tail, err := h.get(ctx, r.TailKey)
-		if err != nil {
-			return err
+	if len(r.Tail) > 0 && size >= r.BytesInParts {
+		start := r.BytesInParts
+		for _, tr := range r.Tail {
+			switch {
+			case size >= start+tr.Length:
+			case size > start:
+				tail, err := h.get(ctx, tr.Key)
+				if err != nil {
+					return err
+				}
+				if _, err := h.client.PutObject(ctx, &s3api.PutObjectInput{Bucket: &h.bucket, Key: &tr.Key, Body: bytes.NewReader(tail[:size-start])}); err != nil {
+					return err
+				}
+			default:
+				if _, err := h.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &h.bucket, Key: &tr.Key}); err != nil {
+					return err
+				}
+			}
+			start += tr.Length
 		}
-		_, err = h.client.PutObject(ctx, &s3api.PutObjectInput{Bucket: &h.bucket, Key: &r.TailKey, Body: bytes.NewReader(tail[:size-r.BytesInParts])})
-		return err
+		return nil
 	}
 	var start int64
 	for _, p := range r.Parts {

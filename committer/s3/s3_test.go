@@ -141,11 +141,11 @@ func TestResumeAfterTail(t *testing.T) {
 	w := open(t, b, "d/part-0-r1-1.txt")
 	write(t, w, a)
 	r, rec := persist(t, w)
-	if len(rec.Parts) != 1 || rec.BytesInParts != 5*mib || rec.TailLength != 1000 || rec.TailKey == "" {
+	if len(rec.Parts) != 1 || rec.BytesInParts != 5*mib || rec.TailLength != 1000 || len(rec.Tail) != 1 {
 		t.Fatalf("resumable %s: want 1 part of 5 MiB and a 1000-byte tail", r)
 	}
-	if !h.exists(t, rec.TailKey) {
-		t.Fatalf("tail object %s missing after Persist", rec.TailKey)
+	if !h.exists(t, rec.Tail[0].Key) {
+		t.Fatalf("tail object %s missing after Persist", rec.Tail[0].Key)
 	}
 	write(t, w, pattern(2, 6*mib)) // part 2 goes up, never recorded
 	if err := w.drain(t.Context()); err != nil {
@@ -164,7 +164,7 @@ func TestResumeAfterTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wantTarget(t, "d/part-0-r1-1.txt", cat(a, c))
-	if !h.exists(t, rec.TailKey) {
+	if !h.exists(t, rec.Tail[0].Key) {
 		t.Error("the tail object was deleted by Resume or Commit; only the sweep may delete it")
 	}
 }
@@ -183,14 +183,14 @@ func TestSecondRestoreFromSameCheckpoint(t *testing.T) {
 	w = resume(t, b, r, int64(len(a)))
 	write(t, w, x)
 	_, rec1 := persist(t, w)
-	if rec1.TailKey == rec.TailKey || len(rec1.Parts) != 1 {
-		t.Fatalf("second Persist reused tail %s or has %d parts", rec.TailKey, len(rec1.Parts))
+	if len(rec1.Tail) != 1 || rec1.Tail[0].Key == rec.Tail[0].Key || len(rec1.Parts) != 1 {
+		t.Fatalf("second Persist reused tail %s or has %d parts", rec.Tail[0].Key, len(rec1.Parts))
 	}
 	w.Close()
 
 	// Restore 2 from the same checkpoint.
-	if !h.exists(t, rec.TailKey) {
-		t.Fatalf("tail object %s of the checkpoint is gone after a restore (FLINK-13940)", rec.TailKey)
+	if !h.exists(t, rec.Tail[0].Key) {
+		t.Fatalf("tail object %s of the checkpoint is gone after a restore (FLINK-13940)", rec.Tail[0].Key)
 	}
 	w = resume(t, b, r, int64(len(a)))
 	write(t, w, d)
@@ -339,7 +339,7 @@ func TestPersistFlushesBigTailAsPart(t *testing.T) {
 	a, c := pattern(1, 6*mib), pattern(2, 3*mib)
 	write(t, w, a)
 	_, rec := persist(t, w)
-	if len(rec.Parts) != 1 || rec.Parts[0].Size != 6*mib || rec.TailKey != "" {
+	if len(rec.Parts) != 1 || rec.Parts[0].Size != 6*mib || len(rec.Tail) != 0 {
 		t.Fatalf("resumable after 6 MiB with 8 MiB parts: %+v", rec)
 	}
 	write(t, w, c)
@@ -399,12 +399,19 @@ func TestSweepOwnsItsMess(t *testing.T) {
 	_, orphan2 := persist(t, w)
 	w.Close()
 
-	// A kept resumable with an older, unreferenced tail.
+	// A kept resumable whose 16 tail objects were consolidated into one:
+	// the 16 are referenced by no kept resumable.
 	w = open(t, b, "b/part-0-r1-2.txt")
-	write(t, w, pattern(3, 10))
-	_, old := persist(t, w)
-	write(t, w, pattern(4, 10))
+	var old record
+	for i := range maxTailObjects {
+		write(t, w, pattern(3+i, 1))
+		_, old = persist(t, w)
+	}
+	write(t, w, pattern(4, 4))
 	keptR, kept := persist(t, w)
+	if len(old.Tail) != maxTailObjects || len(kept.Tail) != 1 || kept.TailLength != maxTailObjects+4 {
+		t.Fatalf("tail objects: %d then %d (%d bytes); want %d consolidated into 1", len(old.Tail), len(kept.Tail), kept.TailLength, maxTailObjects)
+	}
 	w.Close()
 
 	// A kept pending.
@@ -478,12 +485,16 @@ func TestSweepOwnsItsMess(t *testing.T) {
 	if !slices.Equal(ids, want) {
 		t.Fatalf("uploads after the sweep = %q, want the kept ones %q", ids, want)
 	}
-	for key, wantExists := range map[string]bool{
-		orphan1.TailKey: false, orphan2.TailKey: false, h.key(StagingName("b/part-0-r1-1.txt")) + markerSuffix: false,
-		old.TailKey: false, kept.TailKey: true, h.key(StagingName("b/part-0-r1-2.txt")) + markerSuffix: true,
+	wantKeys := map[string]bool{
+		orphan1.Tail[0].Key: false, orphan2.Tail[1].Key: false, h.key(StagingName("b/part-0-r1-1.txt")) + markerSuffix: false,
+		kept.Tail[0].Key: true, h.key(StagingName("b/part-0-r1-2.txt")) + markerSuffix: true,
 		h.key(StagingName("b/part-0-r1-3.txt")) + markerSuffix: true,
 		markerOnly: false, strange: true, h.key("b/part-0-r1-5.txt"): true,
-	} {
+	}
+	for _, tr := range old.Tail {
+		wantKeys[tr.Key] = false
+	}
+	for key, wantExists := range wantKeys {
 		if got := h.exists(t, key); got != wantExists {
 			t.Errorf("%s exists = %v after the sweep, want %v", key, got, wantExists)
 		}
@@ -492,8 +503,8 @@ func TestSweepOwnsItsMess(t *testing.T) {
 		t.Errorf("the duplicate upload of a kept key was not aborted: %v", err)
 	}
 	for _, r := range others {
-		if !h.exists(t, r.TailKey) {
-			t.Errorf("tail %s of another namespace was deleted", r.TailKey)
+		if !h.exists(t, r.Tail[0].Key) {
+			t.Errorf("tail %s of another namespace was deleted", r.Tail[0].Key)
 		}
 		if _, err := h.client.ListParts(ctx, &s3api.ListPartsInput{Bucket: &h.bucket, Key: &r.Key, UploadId: &r.UploadID}); err != nil {
 			t.Errorf("upload of %s (another namespace) is gone: %v", r.Target, err)
@@ -503,7 +514,7 @@ func TestSweepOwnsItsMess(t *testing.T) {
 		t.Errorf("foreign upload is gone: %v", err)
 	}
 	// The kept ones still work.
-	w = resume(t, b, keptR, 20)
+	w = resume(t, b, keptR, maxTailObjects+4)
 	p, _ := closeForCommit(t, w)
 	for _, c := range []json.RawMessage{p, keptP} {
 		if err := b.Commit(ctx, c); err != nil {
@@ -819,4 +830,48 @@ func TestNewClient(t *testing.T) {
 	if _, err := NewClient(t.Context(), ClientConfig{Endpoint: "ftp://x"}); err == nil {
 		t.Error("NewClient accepted an ftp endpoint")
 	}
+}
+
+// TestTailObjects: each Persist stores only the bytes written since the
+// last one; resuming reads them all back in order and checks their CRC-32.
+func TestTailObjects(t *testing.T) {
+	h, b := setup(t)
+	ctx := t.Context()
+	a, c, d := pattern(1, 1000), pattern(2, 2000), pattern(3, 3000)
+	w := open(t, b, "part-0-r1-1.txt")
+	write(t, w, a)
+	r1, rec1 := persist(t, w)
+	write(t, w, c)
+	r2, rec2 := persist(t, w)
+	r3, rec3 := persist(t, w)
+	w.Close()
+	if len(rec1.Tail) != 1 || len(rec2.Tail) != 2 || rec2.Tail[0] != rec1.Tail[0] || rec2.Tail[1].Length != int64(len(c)) {
+		t.Fatalf("tails: %+v then %+v", rec1.Tail, rec2.Tail)
+	}
+	if !slices.Equal(rec3.Tail, rec2.Tail) {
+		t.Fatalf("a Persist with nothing written wrote a tail object: %+v", rec3.Tail)
+	}
+	w = resume(t, b, r1, int64(len(a)))
+	w.Close()
+	w = resume(t, b, r3, int64(len(a)+len(c)))
+	w.Close()
+	// A tail object with other bytes of the same length is data loss.
+	bad := bytes.Clone(c)
+	bad[7] ^= 1
+	if _, err := h.client.PutObject(ctx, &s3api.PutObjectInput{Bucket: &h.bucket, Key: &rec2.Tail[1].Key, Body: bytes.NewReader(bad)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Resume(ctx, r2); !errors.Is(err, committer.ErrDataLoss) || !strings.Contains(err.Error(), "CRC-32") {
+		t.Fatalf("Resume over a changed tail object: %v", err)
+	}
+	if _, err := h.client.PutObject(ctx, &s3api.PutObjectInput{Bucket: &h.bucket, Key: &rec2.Tail[1].Key, Body: bytes.NewReader(c)}); err != nil {
+		t.Fatal(err)
+	}
+	w = resume(t, b, r2, int64(len(a)+len(c)))
+	write(t, w, d)
+	p, _ := closeForCommit(t, w)
+	if err := b.Commit(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	h.wantTarget(t, "part-0-r1-1.txt", cat(a, c, d))
 }

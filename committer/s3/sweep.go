@@ -143,8 +143,8 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 		}
 		keptUploads[r.UploadID] = true
 		keptTargets[r.Target] = true
-		if r.TailKey != "" {
-			keptTails[r.TailKey] = true
+		for _, tr := range r.Tail {
+			keptTails[tr.Key] = true
 		}
 	}
 	sets, _, err := b.staging(ctx, namespace, true)

@@ -27,7 +27,6 @@ type writer struct {
 	ctx    context.Context // of the part uploads; canceled by Close
 	cancel context.CancelFunc
 	sem    chan struct{} // one token per part upload in flight
-	wg     sync.WaitGroup
 
 	mu       sync.Mutex
 	finished map[int32]partRec // part uploads done, not yet collected
@@ -37,14 +36,14 @@ type writer struct {
 	next    int32     // number of the part being filled
 	inParts int64     // bytes in parts started (finished or in flight)
 
-	spill    *spillFile // bytes of the part being filled; nil when none
-	size     int64      // bytes written, including resumed ones
-	err      error      // sticky: the writer is broken
-	closed   bool
-	tailKey  string // tail object written by the last Persist ...
-	tailAt   int64  // ... when size was this
-	tailCRC  string
-	tailSize int64
+	spill  *spillFile // bytes of the part being filled; nil when none
+	size   int64      // bytes written, including resumed ones
+	err    error      // sticky: the writer is broken
+	closed bool
+	// tail lists the tail objects that hold, in order, the first tailBytes
+	// bytes of the spill file.
+	tail      []tailRec
+	tailBytes int64
 }
 
 var (
@@ -63,18 +62,18 @@ func newWriter(b *Backend, r record) *writer {
 		inParts:  r.BytesInParts,
 		size:     r.Length,
 	}
-	if r.TailKey != "" {
-		w.tailKey, w.tailAt, w.tailCRC, w.tailSize = r.TailKey, r.Length, r.TailCRC32, r.TailLength
-	}
 	return w
 }
 
-// spillFile holds the bytes of one part on local disk, with their CRC-32.
+// spillFile holds the bytes of one part on local disk, with their CRC-32
+// and the CRC-32 of the bytes after a mark (the bytes not yet in a tail
+// object).
 type spillFile struct {
-	f    *os.File
-	name string // non-empty while the file must still be removed by name
-	n    int64
-	crc  uint32
+	f       *os.File
+	name    string // non-empty while the file must still be removed by name
+	n       int64
+	crc     uint32
+	markCRC uint32
 }
 
 func (b *Backend) newSpill() (*spillFile, error) {
@@ -94,6 +93,7 @@ func (b *Backend) newSpill() (*spillFile, error) {
 func (s *spillFile) write(p []byte) error {
 	n, err := s.f.Write(p)
 	s.crc = crc32.Update(s.crc, crc32.IEEETable, p[:n])
+	s.markCRC = crc32.Update(s.markCRC, crc32.IEEETable, p[:n])
 	s.n += int64(n)
 	return err
 }
@@ -189,7 +189,7 @@ func (w *writer) MustRoll() bool { return int(w.next) >= w.b.o.maxParts }
 // the background, waiting for a free upload slot first.
 func (w *writer) startPart() error {
 	s := w.spill
-	w.spill = nil
+	w.spill, w.tail, w.tailBytes = nil, nil, 0
 	number := w.next
 	var size int64
 	if s != nil {
@@ -205,23 +205,21 @@ func (w *writer) startPart() error {
 	}
 	w.next++
 	w.inParts += size
-	w.wg.Add(1)
 	go func() {
-		defer w.wg.Done()
-		defer func() { <-w.sem }()
-		if s != nil {
-			defer s.release()
-		}
 		p, err := w.uploadPart(number, s)
+		if s != nil {
+			s.release()
+		}
 		w.mu.Lock()
-		defer w.mu.Unlock()
 		if err != nil {
 			if w.asyncErr == nil {
 				w.asyncErr = err
 			}
-			return
+		} else {
+			w.finished[number] = p
 		}
-		w.finished[number] = p
+		w.mu.Unlock()
+		<-w.sem // the result is recorded before the token is returned
 	}()
 	return nil
 }
@@ -259,14 +257,7 @@ func (w *writer) uploadPart(number int32, s *spillFile) (partRec, error) {
 // drain waits for every part upload in flight and collects their results.
 // On return no byte is in flight.
 func (w *writer) drain(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		w.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if err := w.acquireAll(ctx.Done()); err != nil {
 		return ctx.Err()
 	}
 	if err := w.usable(); err != nil {
@@ -287,11 +278,32 @@ func (w *writer) drain(ctx context.Context) error {
 	return nil
 }
 
+// acquireAll waits until no part upload is in flight (it holds every
+// upload token, then gives them back), or until done is closed.
+func (w *writer) acquireAll(done <-chan struct{}) error {
+	n := 0
+	defer func() {
+		for range n {
+			<-w.sem
+		}
+	}()
+	for n < cap(w.sem) {
+		select {
+		case w.sem <- struct{}{}:
+			n++
+		case <-done:
+			return errors.New("canceled")
+		}
+	}
+	return nil
+}
+
 // Persist implements committer.PartWriter: it waits for the part uploads in
-// flight, then stores the bytes after the last part as a new tail object
-// (or, when they reach MinPartSize, uploads them as a part), and returns the
-// resumable. A nil error means the returned resumable's bytes are durable in
-// the store.
+// flight, then stores the bytes written since the last Persist as a new
+// tail object (the whole tail as one object when the resumable lists
+// maxTailObjects of them already), or uploads the bytes after the last part
+// as a part when they reach MinPartSize; and returns the resumable. A nil
+// error means the returned resumable's bytes are durable in the store.
 func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
 	if err := w.usable(); err != nil {
 		return nil, err
@@ -300,7 +312,7 @@ func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	if w.spill != nil && w.spill.n >= MinPartSize && int(w.next) < w.b.o.maxParts {
-		// A part is cheaper than a tail object: its bytes are uploaded once.
+		// A part is cheaper than tail objects: its bytes go up once.
 		if err := w.startPart(); err != nil {
 			return nil, err
 		}
@@ -308,84 +320,113 @@ func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
 	if err := w.drain(ctx); err != nil {
 		return nil, err
 	}
+	if w.spill != nil && w.spill.n > w.tailBytes {
+		if len(w.tail) >= maxTailObjects {
+			if err := w.putTail(ctx, 0); err != nil {
+				return nil, err
+			}
+		} else if err := w.putTail(ctx, w.tailBytes); err != nil {
+			return nil, err
+		}
+	}
 	r := w.rec
 	r.Kind = kindResumable
 	r.Parts = append([]partRec(nil), w.parts...)
 	r.BytesInParts = w.inParts
+	r.Tail = append([]tailRec(nil), w.tail...)
+	r.TailLength = w.tailBytes
 	r.Length = w.size
-	r.TailKey, r.TailLength, r.TailCRC32 = "", 0, ""
-	if tail := w.size - w.inParts; tail > 0 {
-		if w.tailKey == "" || w.tailAt != w.size || w.tailSize != tail {
-			if err := w.putTail(ctx); err != nil {
-				return nil, err
-			}
-		}
-		r.TailKey, r.TailLength, r.TailCRC32 = w.tailKey, tail, w.tailCRC
+	if r.Length != r.BytesInParts+r.TailLength {
+		w.err = fmt.Errorf("s3: persist %s: %d bytes written, %d in parts and %d in tail objects", w.where(), r.Length, r.BytesInParts, r.TailLength)
+		return nil, w.err
 	}
 	return json.Marshal(r)
 }
 
-// putTail writes the spill file as a new tail object. Its name is new at
-// every call: a tail that an older checkpoint references is never replaced.
-func (w *writer) putTail(ctx context.Context) error {
+// putTail writes the spill file from offset from (0 or tailBytes) to its
+// end as a new tail object, replacing the tail list (from 0) or extending
+// it. Every tail object has a new name: one that an older checkpoint
+// references is never replaced.
+func (w *writer) putTail(ctx context.Context, from int64) error {
 	s := w.spill
 	key := w.b.newTailKey(w.rec.Target)
+	n := s.n - from
+	crc := s.markCRC
+	if from == 0 {
+		crc = s.crc
+	}
 	in := &s3api.PutObjectInput{
-		Bucket: &w.b.bucket, Key: &key, Body: s.reader(), ContentLength: aws.Int64(s.n),
+		Bucket: &w.b.bucket, Key: &key, Body: io.NewSectionReader(s.f, from, n), ContentLength: aws.Int64(n),
 		ContentType:          aws.String("application/octet-stream"),
 		ServerSideEncryption: w.b.o.sseType(), SSEKMSKeyId: w.b.o.kmsKey(),
 		Metadata: map[string]string{metaID: w.rec.ID},
 	}
-	crc := *crcBase64(s.crc)
 	if w.b.o.checksums {
-		in.ChecksumCRC32 = aws.String(crc)
+		in.ChecksumCRC32 = crcBase64(crc)
 	}
 	if _, err := w.b.client.PutObject(ctx, in, w.b.call()); err != nil {
 		return fmt.Errorf("s3: persist %s: write tail object %s: %w", w.where(), w.b.objURL(key), err)
 	}
-	w.tailKey, w.tailAt, w.tailCRC, w.tailSize = key, w.size, crc, s.n
+	t := tailRec{Key: key, Length: n, CRC32: *crcBase64(crc)}
+	if from == 0 {
+		w.tail = []tailRec{t}
+	} else {
+		w.tail = append(w.tail, t)
+	}
+	w.tailBytes = s.n
+	s.markCRC = 0
 	return nil
 }
 
-// loadTail reads the tail object of r into a new spill file and checks it.
+// loadTail reads the tail objects of r into a new spill file and checks
+// them.
 func (w *writer) loadTail(ctx context.Context, r record) error {
-	tailURL := w.b.objURL(r.TailKey)
-	out, err := w.b.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &w.b.bucket, Key: &r.TailKey}, w.b.call())
-	if isNotFound(err) {
-		return dataLoss("s3: resume %s: tail object %s, recorded with %d bytes, is missing", w.where(), tailURL, r.TailLength)
-	}
-	if err != nil {
-		return fmt.Errorf("s3: resume %s: read tail object %s: %w", w.where(), tailURL, err)
-	}
-	defer out.Body.Close()
 	s, err := w.b.newSpill()
 	if err != nil {
 		return err
 	}
 	w.spill = s
-	// Read one byte more than recorded to tell longer from equal.
 	buf := make([]byte, 256<<10)
-	src := io.LimitReader(out.Body, r.TailLength+1)
-	for {
-		n, rerr := src.Read(buf)
-		if n > 0 {
-			if werr := s.write(buf[:n]); werr != nil {
-				return fmt.Errorf("s3: resume %s: spill file: %w", w.where(), werr)
+	for _, t := range r.Tail {
+		tailURL := w.b.objURL(t.Key)
+		out, err := w.b.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &w.b.bucket, Key: &t.Key}, w.b.call())
+		if isNotFound(err) {
+			return dataLoss("s3: resume %s: tail object %s, recorded with %d bytes, is missing", w.where(), tailURL, t.Length)
+		}
+		if err != nil {
+			return fmt.Errorf("s3: resume %s: read tail object %s: %w", w.where(), tailURL, err)
+		}
+		start := s.n
+		s.markCRC = 0
+		// Read one byte more than recorded to tell longer from equal.
+		src := io.LimitReader(out.Body, t.Length+1)
+		for {
+			n, rerr := src.Read(buf)
+			if n > 0 {
+				if werr := s.write(buf[:n]); werr != nil {
+					out.Body.Close()
+					return fmt.Errorf("s3: resume %s: spill file: %w", w.where(), werr)
+				}
+			}
+			if errors.Is(rerr, io.EOF) {
+				break
+			}
+			if rerr != nil {
+				out.Body.Close()
+				return fmt.Errorf("s3: resume %s: read tail object %s: %w", w.where(), tailURL, rerr)
 			}
 		}
-		if errors.Is(rerr, io.EOF) {
-			break
+		out.Body.Close()
+		if got := s.n - start; got != t.Length {
+			return dataLoss("s3: resume %s: tail object %s has %d bytes, the checkpoint recorded %d", w.where(), tailURL, got, t.Length)
 		}
-		if rerr != nil {
-			return fmt.Errorf("s3: resume %s: read tail object %s: %w", w.where(), tailURL, rerr)
+		if got := *crcBase64(s.markCRC); got != t.CRC32 {
+			return dataLoss("s3: resume %s: tail object %s has CRC-32 %s, the checkpoint recorded %s", w.where(), tailURL, got, t.CRC32)
 		}
 	}
-	if s.n != r.TailLength {
-		return dataLoss("s3: resume %s: tail object %s has %d bytes, the checkpoint recorded %d", w.where(), tailURL, s.n, r.TailLength)
-	}
-	if r.TailCRC32 != "" && *crcBase64(s.crc) != r.TailCRC32 {
-		return dataLoss("s3: resume %s: tail object %s has CRC-32 %s, the checkpoint recorded %s", w.where(), tailURL, *crcBase64(s.crc), r.TailCRC32)
-	}
+	s.markCRC = 0
+	w.tail = append([]tailRec(nil), r.Tail...)
+	w.tailBytes = s.n
 	return nil
 }
 
@@ -413,7 +454,7 @@ func (w *writer) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
 	r.Parts = append([]partRec(nil), w.parts...)
 	r.BytesInParts = w.inParts
 	r.Length = w.size
-	r.TailKey, r.TailLength, r.TailCRC32 = "", 0, ""
+	r.Tail, r.TailLength = nil, 0
 	if r.Length != r.BytesInParts {
 		w.err = fmt.Errorf("s3: close %s: %d bytes written, %d in parts", w.where(), r.Length, r.BytesInParts)
 		return nil, w.err
@@ -435,7 +476,7 @@ func (w *writer) Close() error {
 	}
 	w.closed = true
 	w.cancel()
-	w.wg.Wait()
+	w.acquireAll(nil)
 	if w.spill != nil {
 		w.spill.release()
 		w.spill = nil

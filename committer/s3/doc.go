@@ -1,0 +1,193 @@
+// Package s3 publishes the file sink's part files to S3 and S3-compatible
+// stores (AWS S3, MinIO) exactly once: a committer.Backend in which every
+// in-progress part file is a recoverable multipart upload, published by
+// CompleteMultipartUpload, and a recovery.Store that keeps checkpoint
+// records as objects. It follows Flink's S3 RecoverableWriter and avoids
+// its known bugs (tail objects deleted on restore, FLINK-13940; uploads a
+// checkpoint references aborted, FLINK-40595).
+//
+// # Layout
+//
+// A Backend owns one prefix of a bucket (New(client, bucket, prefix)).
+// Relative to s3://BUCKET/PREFIX/:
+//
+//	DIR/NAME                                      a published part file (target DIR/NAME)
+//	_filesink-staging/DIR/.NAME.upload            upload marker of the target
+//	_filesink-staging/DIR/.NAME.tail-<16 hex>     a tail object of the target
+//	_filesink/ckpt-<20-digit id>                  checkpoint records (the CLI's default
+//	                                              state location; any prefix works)
+//
+// The multipart upload of target DIR/NAME is created on its final key, so
+// nothing is visible under that key before CompleteMultipartUpload. Staging
+// objects live under a directory whose name starts with '_', which Hadoop,
+// Spark, Hive and the file sink's own readers skip. Describe names the
+// staging data of a part file "_filesink-staging/DIR/.NAME" (StagingName),
+// for its resumables and its pending alike, and Scan lists the same names.
+//
+// The upload marker, written with If-None-Match: * before the upload is
+// created, makes Open exclusive (a second Open of the target fails with
+// committer.ErrAlreadyExists) and lets Sweep find every upload this backend
+// created: MinIO's ListMultipartUploads only lists the uploads of one exact
+// key (a prefix lists nothing), so uploads cannot be found by prefix there.
+//
+// # Writing
+//
+// A part writer spills the bytes of the part it is filling to a local file
+// in the spill directory (WithSpillDir; the file is unlinked at once, so it
+// never outlives the process) and computes their CRC-32 on the way. Each
+// full part (WithPartSize, default 16 MiB, at least 5 MiB: S3 and MinIO
+// reject a smaller non-last part at CompleteMultipartUpload) is uploaded in
+// the background; at most WithConcurrency (default 4) uploads per writer run
+// at once and Write blocks beyond that, so a writer holds at most
+// concurrency+1 parts on disk and a small buffer in memory. Part numbers,
+// ETags, sizes and CRC-32s are recorded in order.
+//
+// Persist waits for every part upload in flight (no byte is in flight when
+// it returns), then stores the bytes after the last part:
+//
+//   - below 5 MiB, as a new tail object with a name never used before, so a
+//     tail that an older retained checkpoint references is never replaced;
+//     a Persist with nothing written since reuses the last tail;
+//   - from 5 MiB, as a part (a part's bytes go up once; a tail's go up again
+//     inside a later part), unless it is the last part the upload may have.
+//
+// CloseForCommit waits the same way and uploads the remaining bytes as the
+// last part, which may be smaller than 5 MiB.
+//
+// A part file has at most 10,000 parts (WithMaxParts lowers that for
+// tests). The writer implements committer.Limited: MustRoll turns true
+// while the last allowed part is being filled, and the file sink rolls the
+// part file; bytes written to that part before the roll make it grow past
+// the part size (up to S3's 5 GiB per part).
+//
+// # Empty part files
+//
+// A part file with no bytes is published as an empty object, as the local
+// file system backend publishes an empty file: CloseForCommit uploads one
+// empty part (CompleteMultipartUpload needs at least one) and Commit
+// completes the upload like any other, with the same verification.
+//
+// # Records
+//
+// Persist returns a resumable, CloseForCommit a pending, both JSON objects:
+//
+//	{"kind":"resumable","target":"DIR/NAME","key":"PREFIX/DIR/NAME","upload_id":"...",
+//	 "id":"<16 hex>","parts":[{"number":1,"etag":"\"...\"","size":16777216,"crc32":"..."}],
+//	 "bytes_in_parts":16777216,"tail_key":"PREFIX/_filesink-staging/DIR/.NAME.tail-<16 hex>",
+//	 "tail_length":1234,"tail_crc32":"...","length":16778450}
+//
+//	{"kind":"pending","target":"DIR/NAME","key":"PREFIX/DIR/NAME","upload_id":"...",
+//	 "id":"<16 hex>","parts":[...],"bytes_in_parts":16778450,"length":16778450}
+//
+// "id" is a random id of the Open, stored in the object's metadata
+// (x-amz-meta-filesink-id); "crc32" is base64 of the big-endian CRC-32 and
+// is absent when part checksums are off.
+//
+// # Durability
+//
+// An S3 PUT, UploadPart or CompleteMultipartUpload that returned success is
+// durable. A nil error from Persist means every recorded part and the tail
+// object are stored, so the resumable can be resumed after any crash of this
+// process. A nil error from CloseForCommit means every byte is in a part of
+// the upload. A nil error from Commit means the object is published with
+// exactly the recorded parts. A nil error from Store.Put means the record is
+// stored.
+//
+// # Resume
+//
+// Resume lists the upload's parts (ListParts, paginated) and requires every
+// recorded part with its recorded ETag and size, reads the tail object back
+// into a new spill file and checks its length and CRC-32, and continues at
+// part len(parts)+1. Parts uploaded after the checkpoint have higher
+// numbers: the resumed writer overwrites them, and Complete never lists
+// them. The tail object is never deleted on resume (FLINK-13940): a second
+// restore from the same checkpoint finds it again. An upload that is gone
+// (a lifecycle rule with AbortIncompleteMultipartUpload, or an operator,
+// aborted it) is an *UploadGoneError matching committer.ErrDataLoss that
+// names the key and the upload and says what to do; a missing or short tail
+// object or a changed part is committer.ErrDataLoss naming it.
+//
+// # Commit, retries and the in-doubt case
+//
+// Commit sends CompleteMultipartUpload with exactly the recorded parts and
+// If-None-Match: *, so a finished object is never overwritten (MinIO and AWS
+// S3 honour the header; a store that rejects it as not implemented makes
+// the backend check with HEAD before completing, which cannot see a writer
+// that creates the object between the two requests). Then:
+//
+//   - success: published;
+//   - NoSuchUpload: the upload is gone, so the object must exist exactly as
+//     recorded: its length, the id in its metadata, its ETag computed from
+//     the recorded part ETags (hex MD5 of the concatenated binary MD5s, "-",
+//     the number of parts) and, with part checksums, its composite CRC-32.
+//     A match is success (an earlier attempt completed it); anything else is
+//     committer.ErrDataLoss naming the key;
+//   - 412 PreconditionFailed: an object has the name. If the upload still
+//     exists, it is somebody else's object: committer.ErrAlreadyExists,
+//     nothing overwritten, the upload kept for a later attempt. If the
+//     upload is gone, it is resolved as NoSuchUpload (MinIO checks the
+//     precondition before the upload);
+//   - InvalidPart: a recorded part is gone or changed: committer.ErrDataLoss.
+//
+// With SSE-KMS (and SSE-C) an ETag is not an MD5 of the content: the ETag is
+// not compared then, and the length, the id and the checksum decide.
+//
+// Transient errors are retried by the SDK's retryer (NewRetryer, also used
+// by NewClient: at most 10 attempts, exponential backoff with jitter up to
+// 20 s, no client-wide retry quota): HTTP 500, 502, 503 SlowDown, 504,
+// throttling, timeouts, connection resets and broken connections. Every
+// request may be repeated: UploadPart, tail PUTs, deletes and aborts are
+// idempotent; a repeated conditional PUT of a marker or checkpoint record
+// that finds the object checks that it is the one it wrote; a repeated
+// CreateMultipartUpload may leave a second upload, which the marker lets the
+// sweep find and abort; a CompleteMultipartUpload that executed although its
+// reply was lost is resolved by the verified re-commit above, on retry or
+// after a restart. Errors that must not be retried (data loss, another
+// object in the way, a malformed record) match committer.IsPermanent.
+//
+// # Cleanup
+//
+// Nothing that a checkpoint may reference is deleted outside Sweep: Close
+// never aborts the upload or deletes tail objects (FLINK-40595), Resume
+// never deletes the tail it read, and Commit deletes only the upload marker
+// (when no other upload of the key exists). Tail objects of committed
+// part files stay until Sweep, because an older retained checkpoint may
+// reference them.
+//
+// Sweep(namespace, keep) lists the staging directory and the uploads under
+// the prefix, and for every part file whose base name starts with
+// namespace: aborts each of its uploads that no entry of keep references,
+// deletes each of its tail objects that no entry of keep references, and
+// deletes its marker when none of its uploads is kept. Other namespaces,
+// other sinks' objects and finished objects are never touched. The file
+// sink calls Sweep at recovery; tail objects written during a run are
+// removed by the next sweep. ListUploads and AbortUpload serve `filesink
+// uploads list|abort`.
+//
+// Part files should be committed well before a bucket lifecycle rule with
+// AbortIncompleteMultipartUpload aborts them: give such a rule an age above
+// the longest time a part file stays open plus the longest outage, or none.
+//
+// # Integrity
+//
+// See Integrity for the two modes (the SDK's defaults, and fast: checksums
+// only where the API requires one and unsigned payloads over TLS, never
+// over plain HTTP), and WithPartChecksums for the per-part CRC-32 that the
+// writer computes while spilling and the store verifies in both modes.
+//
+// # Objects
+//
+// Published objects get the Content-Type of their format (ContentTypeFor;
+// compressed files get their compression's media type and no
+// Content-Encoding, see WithContentEncoding), and optionally SSE-S3 or
+// SSE-KMS, a storage class and tags. Staging objects and checkpoint records
+// get the encryption but not the storage class or tags.
+//
+// # Concurrency
+//
+// Backend and Store methods are safe for concurrent use. A part writer is
+// not (the file sink writes to it from one goroutine at a time); its part
+// uploads run on goroutines of their own, joined by Persist,
+// CloseForCommit and Close. Credentials never appear in logs or errors of
+// this package.
+package s3
