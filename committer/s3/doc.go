@@ -43,13 +43,19 @@
 // ETags, sizes and CRC-32s are recorded in order.
 //
 // Persist waits for every part upload in flight (no byte is in flight when
-// it returns), then stores the bytes after the last part:
+// it returns), then makes the bytes after the last part durable:
 //
-//   - below 5 MiB, as a new tail object with a name never used before, so a
-//     tail that an older retained checkpoint references is never replaced;
-//     a Persist with nothing written since reuses the last tail;
-//   - from 5 MiB, as a part (a part's bytes go up once; a tail's go up again
-//     inside a later part), unless it is the last part the upload may have.
+//   - from 5 MiB on, as a part (a part's bytes go up once, a tail's go up
+//     again inside a later part), unless it is the last part the upload may
+//     have;
+//   - else as tail objects: the bytes written since the last Persist go to
+//     a new tail object, and the resumable lists the tail objects in order;
+//     when it lists 16 already, the whole tail goes to one new object
+//     instead. So a checkpoint uploads what was written since the last one
+//     (plus, every 16 checkpoints, a tail below 5 MiB), not the whole tail
+//     each time as Flink does. Every tail object has a name never used
+//     before, so one that an older retained checkpoint references is never
+//     replaced; a Persist with nothing written since writes nothing.
 //
 // CloseForCommit waits the same way and uploads the remaining bytes as the
 // last part, which may be smaller than 5 MiB.
@@ -73,21 +79,22 @@
 //
 //	{"kind":"resumable","target":"DIR/NAME","key":"PREFIX/DIR/NAME","upload_id":"...",
 //	 "id":"<16 hex>","parts":[{"number":1,"etag":"\"...\"","size":16777216,"crc32":"..."}],
-//	 "bytes_in_parts":16777216,"tail_key":"PREFIX/_filesink-staging/DIR/.NAME.tail-<16 hex>",
-//	 "tail_length":1234,"tail_crc32":"...","length":16778450}
+//	 "bytes_in_parts":16777216,
+//	 "tail":[{"key":"PREFIX/_filesink-staging/DIR/.NAME.tail-<16 hex>","length":1234,"crc32":"..."}],
+//	 "tail_length":1234,"length":16778450}
 //
 //	{"kind":"pending","target":"DIR/NAME","key":"PREFIX/DIR/NAME","upload_id":"...",
 //	 "id":"<16 hex>","parts":[...],"bytes_in_parts":16778450,"length":16778450}
 //
 // "id" is a random id of the Open, stored in the object's metadata
-// (x-amz-meta-filesink-id); "crc32" is base64 of the big-endian CRC-32 and
-// is absent when part checksums are off.
+// (x-amz-meta-filesink-id); "crc32" is base64 of the big-endian CRC-32 of
+// the part or tail object (absent for parts when part checksums are off).
 //
 // # Durability
 //
 // An S3 PUT, UploadPart or CompleteMultipartUpload that returned success is
-// durable. A nil error from Persist means every recorded part and the tail
-// object are stored, so the resumable can be resumed after any crash of this
+// durable. A nil error from Persist means every part and tail object the
+// resumable lists is stored, so it can be resumed after any crash of this
 // process. A nil error from CloseForCommit means every byte is in a part of
 // the upload. A nil error from Commit means the object is published with
 // exactly the recorded parts. A nil error from Store.Put means the record is
@@ -96,16 +103,16 @@
 // # Resume
 //
 // Resume lists the upload's parts (ListParts, paginated) and requires every
-// recorded part with its recorded ETag and size, reads the tail object back
-// into a new spill file and checks its length and CRC-32, and continues at
-// part len(parts)+1. Parts uploaded after the checkpoint have higher
-// numbers: the resumed writer overwrites them, and Complete never lists
-// them. The tail object is never deleted on resume (FLINK-13940): a second
-// restore from the same checkpoint finds it again. An upload that is gone
+// recorded part with its recorded ETag and size, reads the tail objects back
+// into a new spill file and checks each one's length and CRC-32, and
+// continues at part len(parts)+1. Parts uploaded after the checkpoint have
+// higher numbers: the resumed writer overwrites them, and Complete never
+// lists them. Tail objects are never deleted on resume (FLINK-13940): a second
+// restore from the same checkpoint finds them again. An upload that is gone
 // (a lifecycle rule with AbortIncompleteMultipartUpload, or an operator,
 // aborted it) is an *UploadGoneError matching committer.ErrDataLoss that
-// names the key and the upload and says what to do; a missing or short tail
-// object or a changed part is committer.ErrDataLoss naming it.
+// names the key and the upload and says what to do; a missing, short or
+// changed tail object or part is committer.ErrDataLoss naming it.
 //
 // # Commit, retries and the in-doubt case
 //
@@ -149,7 +156,7 @@
 //
 // Nothing that a checkpoint may reference is deleted outside Sweep: Close
 // never aborts the upload or deletes tail objects (FLINK-40595), Resume
-// never deletes the tail it read, and Commit deletes only the upload marker
+// never deletes the tails it read, and Commit deletes only the upload marker
 // (when no other upload of the key exists). Tail objects of committed
 // part files stay until Sweep, because an older retained checkpoint may
 // reference them.
@@ -182,6 +189,15 @@
 // Content-Encoding, see WithContentEncoding), and optionally SSE-S3 or
 // SSE-KMS, a storage class and tags. Staging objects and checkpoint records
 // get the encryption but not the storage class or tags.
+//
+// # Permissions
+//
+// The backend needs s3:GetObject, s3:PutObject, s3:DeleteObject,
+// s3:ListBucket (without it S3 answers 403 instead of 404 for a missing
+// object, and Open fails), s3:ListBucketMultipartUploads,
+// s3:ListMultipartUploadParts and s3:AbortMultipartUpload on the prefix,
+// s3:PutObjectTagging with WithTags, and kms:GenerateDataKey and kms:Decrypt
+// on the key with SSE-KMS. The Store needs the first four.
 //
 // # Concurrency
 //

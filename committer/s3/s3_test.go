@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -874,4 +875,67 @@ func TestTailObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wantTarget(t, "part-0-r1-1.txt", cat(a, c, d))
+}
+
+// TestNoConditionalWrites: on a store that rejects If-None-Match as not
+// implemented, Open, Commit and the Store fall back to HEAD-then-write, and
+// a foreign target is still never overwritten.
+func TestNoConditionalWrites(t *testing.T) {
+	srv := requireMinio(t)
+	var rejected atomic.Int64
+	client := srv.Client(t, withRetryer, func(o *s3api.Options) {
+		o.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Header.Get("If-None-Match") != "" {
+				rejected.Add(1)
+				body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>`
+				return &http.Response{StatusCode: http.StatusNotImplemented, Status: "501 Not Implemented", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+					Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r}, nil
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		})}
+	})
+	bucket := srv.NewBucket(t)
+	h := &harness{t: t, client: srv.Client(t, withRetryer), bucket: bucket, prefix: "nc", opts: []Option{WithSpillDir(t.TempDir())}}
+	b, err := New(client, bucket, "nc", WithSpillDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	w := open(t, b, "part-0-r1-1.txt")
+	write(t, w, []byte("hello"))
+	p, _ := closeForCommit(t, w)
+	if _, err := b.Open(ctx, "part-0-r1-1.txt"); !errors.Is(err, committer.ErrAlreadyExists) {
+		t.Errorf("second Open without conditional writes: %v", err)
+	}
+	if err := h.PutTarget(ctx, "part-0-r1-1.txt", []byte("foreign")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(ctx, p); !errors.Is(err, committer.ErrAlreadyExists) {
+		t.Fatalf("Commit over a foreign object: %v", err)
+	}
+	h.wantTarget(t, "part-0-r1-1.txt", []byte("foreign"))
+	if err := h.DeleteTarget(ctx, "part-0-r1-1.txt"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := b.Commit(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.wantTarget(t, "part-0-r1-1.txt", []byte("hello"))
+	s := NewStore(client, bucket, "nc/_filesink")
+	if err := s.Put(ctx, sampleCheckpoint(1)); err != nil {
+		t.Fatal(err)
+	}
+	c := sampleCheckpoint(1)
+	c.Source = json.RawMessage(`{"other":1}`)
+	if err := s.Put(ctx, c); err == nil {
+		t.Error("Store.Put overwrote a record without conditional writes")
+	}
+	if got, err := s.Get(ctx, 1); err != nil || string(got.Source) != `{"offset":42}` {
+		t.Errorf("record 1 = %v, %v", got, err)
+	}
+	if rejected.Load() == 0 {
+		t.Fatal("no conditional request was sent")
+	}
 }
