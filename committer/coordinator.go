@@ -38,6 +38,13 @@ func WithRetry(attempts int, base time.Duration) Option {
 // crash at that instant would; tests use it to crash at every point.
 func WithHook(h func(point string) error) Option { return func(c *Coordinator) { c.hook = h } }
 
+// WithSweepEvery makes phase 2 also sweep orphaned staging data (protocol
+// step 5, cleanup) after every n-th checkpoint and after a final one, with
+// the retained records; 0 (the default) sweeps only at recovery. Backends
+// whose staging outlives a commit (S3 tail objects of older checkpoints)
+// need it; a sweep that walks a whole local output tree may be costly.
+func WithSweepEvery(n int) Option { return func(c *Coordinator) { c.sweepEvery = n } }
+
 // WithClock sets the time source for record timestamps (default time.Now).
 func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.now = now } }
 
@@ -52,6 +59,9 @@ type Coordinator struct {
 	log      *slog.Logger
 	hook     func(string) error
 	now      func() time.Time
+
+	sweepEvery int
+	final      bool // the last Prepare was final
 
 	recovered bool
 	broken    error
@@ -223,6 +233,7 @@ func (c *Coordinator) Prepare(ctx context.Context, source json.RawMessage, final
 	}
 	c.pending = all
 	c.next = id + 1
+	c.final = final
 	if err := c.at("decided"); err != nil {
 		return 0, c.fail(err)
 	}
@@ -281,7 +292,22 @@ func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) err
 	if err := recovery.Prune(ctx, c.store, c.retain); err != nil {
 		return fmt.Errorf("prune checkpoints in %s: %w", c.store.Location(), err)
 	}
-	return c.at(phase + "pruned")
+	if err := c.at(phase + "pruned"); err != nil {
+		return err
+	}
+	if phase == "" && c.sweepEvery > 0 && (upTo%uint64(c.sweepEvery) == 0 || c.final) {
+		retained, err := recovery.Retained(ctx, c.store)
+		if err != nil {
+			return err
+		}
+		for _, p := range c.parts {
+			if err := p.Sweep(ctx, retained); err != nil {
+				return fmt.Errorf("cleanup %s: %w", p.Name(), err)
+			}
+		}
+		return c.at("swept")
+	}
+	return nil
 }
 
 func (c *Coordinator) retry(ctx context.Context, f func() error) error {

@@ -243,3 +243,40 @@ func TestParticipantMismatch(t *testing.T) {
 		t.Fatalf("recover with fewer participants: %v", err)
 	}
 }
+
+// sweepCounter counts sweeps; the rest is fake's.
+type sweepCounter struct {
+	fake
+	sweeps int
+}
+
+func (s *sweepCounter) Sweep(context.Context, []*recovery.Checkpoint) error {
+	s.sweeps++
+	return nil
+}
+
+func TestSweepEvery(t *testing.T) {
+	ctx := context.Background()
+	w := &world{}
+	p := &sweepCounter{fake: fake{name: "a", w: w}}
+	c, err := committer.New(newStore(t), []committer.Participant{p}, committer.WithSweepEvery(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Recover(ctx) // sweep 1
+	for range 7 {
+		if _, err := c.Checkpoint(ctx, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// checkpoints 3 and 6
+	if p.sweeps != 3 {
+		t.Fatalf("%d sweeps after recovery and 7 checkpoints with every=3, want 3", p.sweeps)
+	}
+	if _, err := c.Checkpoint(ctx, nil, true); err != nil { // 8, final
+		t.Fatal(err)
+	}
+	if p.sweeps != 4 {
+		t.Fatalf("final checkpoint did not sweep: %d sweeps", p.sweeps)
+	}
+}

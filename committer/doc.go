@@ -16,7 +16,9 @@
 //     checkpoint <= N is committed in checkpoint order
 //     ([Participant.Commit]). A late or duplicate Commit for an older
 //     checkpoint is a no-op (lost notifications are harmless).
-//  4. Cleanup: records beyond the retention count are pruned.
+//  4. Cleanup: records beyond the retention count are pruned, and with
+//     [WithSweepEvery] staging data that no retained record references is
+//     swept.
 //
 // [Coordinator.Recover] restarts from the newest record: phase 2 again for its
 // pending committables (idempotently), restore of every participant's state,
