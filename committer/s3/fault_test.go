@@ -20,6 +20,7 @@ package s3_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,6 +169,7 @@ type faultJob struct {
 	onLostComplete func(key string)
 
 	processes, failures, lostCrashes int
+	checkpoints                      int             // Checkpoint calls
 	backend                          *s3sink.Backend // of the last process
 	store                            *s3sink.Store
 }
@@ -184,7 +186,7 @@ func newFaultJob(t *testing.T) *faultJob {
 
 // processResult is how one simulated process ended.
 type processResult struct {
-	restoredAt int // -1 if the process ended in its recovery
+	restoredAt int      // -1 if the process ended in its recovery
 	crashed    bool     // planned crash
 	lost       []string // Completes whose reply was lost (crashOnLostComplete)
 	err        error
@@ -247,12 +249,14 @@ func (j *faultJob) process(crashAt int) (res processResult) {
 			return res
 		}
 		if (i+1)%faultEvery == 0 && i+1 < faultRecords {
+			j.checkpoints++
 			if _, err := coord.Checkpoint(ctx, fmt.Append(nil, i+1), false); err != nil {
 				res.err = fmt.Errorf("checkpoint at %d: %w", i+1, err)
 				return res
 			}
 		}
 	}
+	j.checkpoints++
 	if _, err := coord.Checkpoint(ctx, fmt.Append(nil, faultRecords), true); err != nil {
 		res.err = fmt.Errorf("final checkpoint: %w", err)
 		return res
@@ -572,26 +576,31 @@ func TestFaultsLostCheckpointPutReply(t *testing.T) {
 	j := newFaultJob(t)
 	var mu sync.Mutex
 	puts := 0
-	count := func(r *http.Request) bool {
-		if !isCheckpointPut(r) {
-			return false
+	// The first rule only counts the record PUTs (it never fires).
+	j.proxy.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.PutObject}, Match: func(r *http.Request) bool {
+		if isCheckpointPut(r) {
+			mu.Lock()
+			puts++
+			mu.Unlock()
 		}
-		mu.Lock()
-		puts++
-		mu.Unlock()
-		return true
-	}
-	first := j.proxy.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.PutObject}, Match: count, Action: faultproxy.ResetAfter, Times: 3})
+		return false
+	}})
+	first := j.proxy.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.PutObject}, Match: isCheckpointPut, Action: faultproxy.ResetAfter, Times: 3})
 	more := j.proxy.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.PutObject}, Match: isCheckpointPut, Action: faultproxy.ResetAfter, Prob: 0.4})
 	j.crashAt = faultRecords*3/5 + faultEvery/2
 	j.run()
 	t.Log(j.proxy.Stats())
 	lost := j.proxy.Fired(first) + j.proxy.Fired(more)
 	mu.Lock()
-	t.Logf("checkpoint record PUTs: %d, replies lost: %d; processes: %d, failed: %d", puts, lost, j.processes, j.failures)
+	t.Logf("checkpoints: %d, checkpoint record PUTs: %d, replies lost: %d; processes: %d, failed: %d", j.checkpoints, puts, lost, j.processes, j.failures)
+	if j.failures == 0 && puts != j.checkpoints+lost {
+		// Each lost reply costs exactly one more PUT: the SDK's retry,
+		// answered 412 and resolved by reading the record back.
+		t.Errorf("%d checkpoint record PUTs for %d checkpoints and %d lost replies, want %d", puts, j.checkpoints, lost, j.checkpoints+lost)
+	}
 	mu.Unlock()
 	if j.proxy.Fired(first) != 3 {
-		t.Errorf("the reply of %d checkpoint record PUTs was lost, want at least 3", j.proxy.Fired(first))
+		t.Errorf("the reply of %d checkpoint record PUTs was lost by the first rule, want 3", j.proxy.Fired(first))
 	}
 	if j.failures > 0 {
 		t.Errorf("%d processes failed: a checkpoint record whose PUT reply was lost must be recognised as written (the decide step succeeds)", j.failures)
@@ -673,5 +682,90 @@ func TestFaultsLostCompleteReplyThenCrash(t *testing.T) {
 	}
 	if j.failures > 0 {
 		t.Errorf("%d processes failed on their own", j.failures)
+	}
+}
+
+// TestFaultsCommitCanceledMidway cancels the context of Backend.Commit while
+// its CompleteMultipartUpload is being executed by MinIO (the client then
+// closes the connection, and the proxy the one to MinIO), as a second
+// SIGTERM, a shutdown or a caller's deadline does; then commits again with a
+// live context, as the recovering process would. The part file must be
+// published with its bytes: a canceled commit may be repeated, never lose
+// data. (MinIO's CompleteMultipartUpload deletes the parts' metadata before
+// it renames them into the object and stops when the client disconnects, so
+// a Complete cut short leaves an upload without parts; the backend must not
+// let a canceled context cut its Complete short.)
+func TestFaultsCommitCanceledMidway(t *testing.T) {
+	srv := s3sink.RequireMinioForTest(t)
+	p := faultproxy.New(t, srv.Endpoint())
+	bucket := srv.NewBucket(t)
+	retryer := retry.AddWithMaxBackoffDelay(retry.AddWithMaxAttempts(s3sink.NewRetryer(), faultAttempts), faultBackoff)
+	client := srv.ClientAt(t, p.URL(), func(o *s3api.Options) { o.Retryer = retryer })
+	be, err := s3sink.New(client, bucket, faultPrefix, s3sink.WithPartSize(s3sink.MinPartSize), s3sink.WithSpillDir(t.TempDir()), s3sink.WithRetryer(retryer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cancelNext, when set, is called (after its delay) once the proxy has
+	// received a CompleteMultipartUpload.
+	var mu sync.Mutex
+	var cancelNext func()
+	p.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.CompleteMultipartUpload}, Match: func(*http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if cancelNext != nil {
+			cancelNext()
+			cancelNext = nil
+		}
+		return false
+	}})
+	data := bytes.Repeat([]byte("0123456789abcdef"), (6<<20)/16) // 6 MiB: two parts
+	const rounds = 24
+	lost, canceled := 0, 0
+	for i := range rounds {
+		target := fmt.Sprintf("0/part-0-c0ffee00-%d.jsonl", i)
+		pw, err := be.Open(t.Context(), target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		pending, err := pw.CloseForCommit(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		delay := time.Duration(i%8) * 500 * time.Microsecond
+		mu.Lock()
+		cancelNext = func() { time.AfterFunc(delay, cancel) }
+		mu.Unlock()
+		err = be.Commit(ctx, pending)
+		if ctx.Err() != nil {
+			canceled++ // the context was canceled before the commit returned
+		}
+		cancel()
+		if err != nil {
+			t.Logf("round %d: commit with a context canceled %v after the Complete reached the proxy: %v", i, delay, err)
+		}
+		// The recovering process commits the same pending again.
+		if err := be.Commit(t.Context(), pending); err != nil {
+			lost++
+			t.Errorf("round %d (cancel %v after the Complete reached the proxy): the commit was canceled, and committing again fails: %v", i, delay, err)
+			continue
+		}
+		key := faultPrefix + "/" + target
+		out, err := srv.Client(t).GetObject(t.Context(), &s3api.GetObjectInput{Bucket: &bucket, Key: &key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(out.Body)
+		out.Body.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("round %d: %s holds %d bytes (%v), want the %d written", i, key, len(got), err, len(data))
+		}
+	}
+	t.Logf("%d rounds, %d commits whose context was canceled before they returned, %d part files lost", rounds, canceled, lost)
+	if canceled == 0 {
+		t.Errorf("no context was canceled during a commit: the test did not exercise the case")
 	}
 }
