@@ -606,9 +606,18 @@ func (b *Backend) complete(ctx context.Context, r record, conditional bool) erro
 	if conditional {
 		in.IfNoneMatch = aws.String("*")
 	}
-	_, err := b.client.CompleteMultipartUpload(ctx, in, b.call())
+	// A Complete cut short by the client (a cancelled context, a second
+	// signal) can leave some stores with an upload whose parts are gone
+	// (seen with MinIO): once sent, let it finish, within a bound.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completeTimeout)
+	defer cancel()
+	_, err := b.client.CompleteMultipartUpload(cctx, in, b.call())
 	return err
 }
+
+// completeTimeout bounds a CompleteMultipartUpload that its caller no longer
+// waits for.
+const completeTimeout = 10 * time.Minute
 
 // afterCommit deletes the upload marker, which only the sweep needs to find
 // uploads, unless another upload of the key exists (one created by an
