@@ -3,10 +3,12 @@ package s3
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -156,34 +158,26 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 		targets = append(targets, t)
 	}
 	slices.Sort(targets)
+	// One ListMultipartUploads per part file: run them side by side.
+	orphans := make([][]string, len(targets))
+	errs := make([]error, len(targets))
+	sem := make(chan struct{}, sweepParallelism)
+	var wg sync.WaitGroup
+	for i, target := range targets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			orphans[i], errs[i] = b.sweepTarget(ctx, target, sets[target], keptTargets[target], keptUploads, keptTails)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
 	var tails []string
-	for _, target := range targets {
-		s := sets[target]
-		key := b.key(target)
-		kept := keptTargets[target]
-		ups, err := b.uploadsOf(ctx, key)
-		if err != nil {
-			return err
-		}
-		for _, u := range ups {
-			id := aws.ToString(u.UploadId)
-			if keptUploads[id] {
-				kept = true
-				continue
-			}
-			if err := b.abort(ctx, key, id); err != nil {
-				return err
-			}
-			b.o.log.Info("s3: sweep aborted an orphaned upload", "key", key, "upload_id", id, "initiated", aws.ToTime(u.Initiated))
-		}
-		for _, t := range s.tails {
-			if !keptTails[t] {
-				tails = append(tails, t)
-			}
-		}
-		if s.marker && !kept {
-			tails = append(tails, b.markerKey(target))
-		}
+	for _, o := range orphans {
+		tails = append(tails, o...)
 	}
 	if err := b.deleteKeys(ctx, tails); err != nil {
 		return err
@@ -192,6 +186,41 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 		b.o.log.Info("s3: sweep deleted orphaned staging objects", "namespace", namespace, "objects", len(tails))
 	}
 	return nil
+}
+
+// sweepParallelism bounds the part files a Sweep examines at once.
+const sweepParallelism = 16
+
+// sweepTarget aborts the orphaned uploads of one part file and returns its
+// orphaned staging objects (tails, and the marker when nothing of the part
+// is kept).
+func (b *Backend) sweepTarget(ctx context.Context, target string, s *stagingSet, kept bool, keptUploads, keptTails map[string]bool) ([]string, error) {
+	key := b.key(target)
+	ups, err := b.uploadsOf(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range ups {
+		id := aws.ToString(u.UploadId)
+		if keptUploads[id] {
+			kept = true
+			continue
+		}
+		if err := b.abort(ctx, key, id); err != nil {
+			return nil, err
+		}
+		b.o.log.Info("s3: sweep aborted an orphaned upload", "key", key, "upload_id", id, "initiated", aws.ToTime(u.Initiated))
+	}
+	var tails []string
+	for _, t := range s.tails {
+		if !keptTails[t] {
+			tails = append(tails, t)
+		}
+	}
+	if s.marker && !kept {
+		tails = append(tails, b.markerKey(target))
+	}
+	return tails, nil
 }
 
 func (b *Backend) abort(ctx context.Context, key, uploadID string) error {
