@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -552,14 +551,7 @@ runs:
 			}
 			gain := next - prevNext
 			if rk := chaosKills - kills; rk > 0 {
-				newHi := min(hi*3/2, chaosMaxHi)
-				if gain > 0 {
-					rate := float64(gain) / float64(killAt)
-					wantGain := float64(count-next) / float64(2*rk+2)
-					newHi = time.Duration(2*wantGain/rate) - lo
-					newHi = min(max(newHi, lo+20*time.Millisecond), chaosMaxHi)
-				}
-				hi = time.Duration(math.Sqrt(float64(hi) * float64(newHi)))
+				hi = widenKillWindow(lo, hi, killAt, gain, int64(count-next), rk)
 			}
 		case failed:
 			failures++

@@ -482,16 +482,7 @@ runs:
 			}
 			gain := next - prevNext
 			if rk := chaosKills - kills; rk > 0 {
-				// Aim for about half the remaining records over the remaining
-				// kills, from the rate of this run (startup included).
-				newHi := min(hi*3/2, chaosMaxHi)
-				if gain > 0 {
-					rate := float64(gain) / float64(killAt)
-					wantGain := float64(count-next) / float64(2*rk+2)
-					newHi = time.Duration(2*wantGain/rate) - lo
-					newHi = min(max(newHi, lo+20*time.Millisecond), chaosMaxHi)
-				}
-				hi = time.Duration(math.Sqrt(float64(hi) * float64(newHi)))
+				hi = widenKillWindow(lo, hi, killAt, gain, int64(count-next), rk)
 			}
 		case failed:
 			failures++
@@ -532,4 +523,19 @@ runs:
 	if s := scanOutput(t, out); len(s.staging) > 0 || len(s.hidden) > 0 {
 		t.Errorf("a further run left staging files: %v %v", s.staging, s.hidden)
 	}
+}
+
+// widenKillWindow returns the next upper bound of the random kill delay:
+// aim for about half the remaining records over the remaining kills, from
+// the rate of the run just killed (startup included), moving the bound
+// geometrically so one odd run does not swing it.
+func widenKillWindow(lo, hi, killAt time.Duration, gain, left int64, killsLeft int) time.Duration {
+	newHi := min(hi*3/2, chaosMaxHi)
+	if gain > 0 {
+		rate := float64(gain) / float64(killAt)
+		wantGain := float64(left) / float64(2*killsLeft+2)
+		newHi = time.Duration(2*wantGain/rate) - lo
+		newHi = min(max(newHi, lo+20*time.Millisecond), chaosMaxHi)
+	}
+	return time.Duration(math.Sqrt(float64(hi) * float64(newHi)))
 }
