@@ -1,0 +1,718 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/filesink/filesink/source"
+)
+
+// Compile-time check.
+var _ source.Source = (*Source)(nil)
+
+// part is the state of one topic partition.
+type part struct {
+	topic     string
+	partition int32
+	name      string // "topic/partition", the Origin name
+	next      int64  // offset of the next record to read
+	end       int64  // bounded: offset to stop at; -1 unbounded
+	done      bool   // bounded: next reached end
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// batch is the records of one fetched partition not yet returned.
+type batch struct {
+	p    *part
+	recs []*kgo.Record
+}
+
+// Source reads records of Kafka topics with read_committed isolation,
+// resuming at the offsets of a position. See the package documentation.
+//
+// A Source is not safe for concurrent use, except CommitToGroup, which may
+// run concurrently with the other methods.
+type Source struct {
+	cfg     validated
+	start   string // the resolved start, recorded in the position
+	parts   []*part
+	index   map[tp]*part
+	topicID map[string][16]byte
+
+	admCl *kgo.Client  // metadata, probes, group commits
+	adm   *kadm.Client // over admCl
+	cl    *kgo.Client  // the consumer; nil if nothing is left to read
+
+	batches    []batch
+	bi, ri     int   // next batch and record in it
+	remaining  int   // bounded: partitions not done
+	pendingErr error // a fetch error to return once the batches are drained
+	err        error // sticky
+	closed     bool
+	closedFlag atomic.Bool // for CommitToGroup
+	desc       string
+	pauseBuf   map[string][]int32
+}
+
+// Open connects to the brokers of cfg and returns a source that resumes at
+// pos, a document returned by Position (nil or JSON null: a first start,
+// at cfg.Start).
+//
+// A first start resolves cfg.Start to an offset per partition, and in
+// bounded mode lists each partition's last stable offset as its end; both
+// go into the position. A resumed start checks that pos is for the same
+// topics (and, if cfg.Partitions is set, the same partitions), the same
+// bounded mode, and that its offsets still exist on the brokers; a
+// mismatch is an error matching source.ErrInputChanged. In unbounded mode,
+// partitions added to a topic since the position was taken are read from
+// their start; in bounded mode they are ignored.
+//
+// Errors name the input: an unknown topic is an *UnknownTopicError, brokers
+// that do not answer within cfg.ConnectTimeout an *UnreachableError, a
+// malformed pos matches source.ErrBadPosition. A nil error guarantees that
+// the brokers answered and every partition to read exists; records are
+// fetched in the background from then on.
+func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err error) {
+	v, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		doc     posDoc
+		posPart []part
+		resume  = !isNullPosition(pos)
+	)
+	if resume {
+		if doc, posPart, err = decodePosition(pos); err != nil {
+			return nil, err
+		}
+	}
+	opts, err := v.clientOpts()
+	if err != nil {
+		return nil, err
+	}
+	hook := &connHook{}
+	admCl, err := kgo.NewClient(append(opts, kgo.WithHooks(hook))...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: new client: %w", err)
+	}
+	s := &Source{cfg: v, admCl: admCl, adm: kadm.NewClient(admCl), index: make(map[tp]*part), topicID: make(map[string][16]byte)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+
+	cctx, cancel := context.WithTimeout(ctx, v.ConnectTimeout)
+	defer cancel()
+	md, err := s.adm.Metadata(cctx, v.Topics...)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("kafka: connect to brokers %s: %w", strings.Join(v.Brokers, ","), ctx.Err())
+		}
+		if last := hook.lastErr(); last != nil && cctx.Err() != nil {
+			err = last
+		}
+		return nil, &UnreachableError{Brokers: v.Brokers, Timeout: v.ConnectTimeout, Err: err}
+	}
+	// The partitions that exist now.
+	exist := make(map[tp]bool)
+	for _, t := range v.Topics {
+		td, ok := md.Topics[t]
+		if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+			return nil, &UnknownTopicError{Topic: t, Partition: -1, Brokers: v.Brokers}
+		}
+		if td.Err != nil {
+			return nil, fmt.Errorf("kafka: topic %s on brokers %s: %w", t, strings.Join(v.Brokers, ","), td.Err)
+		}
+		s.topicID[t] = td.ID
+		for p := range td.Partitions {
+			exist[tp{t, p}] = true
+		}
+		for _, p := range v.Partitions {
+			if !exist[tp{t, p}] {
+				return nil, &UnknownTopicError{Topic: t, Partition: p, Brokers: v.Brokers}
+			}
+		}
+	}
+	want := func(p int32) bool { return len(v.Partitions) == 0 || slices.Contains(v.Partitions, p) }
+
+	if resume {
+		if err := s.resume(cctx, doc, posPart, exist); err != nil {
+			return nil, err
+		}
+	} else if err := s.firstStart(cctx, exist, want); err != nil {
+		return nil, err
+	}
+	for _, p := range s.parts {
+		p.name = p.topic + "/" + strconv.Itoa(int(p.partition))
+		s.index[tp{p.topic, p.partition}] = p
+		if p.end >= 0 && p.next >= p.end {
+			p.done = true
+		}
+		if !p.done {
+			s.remaining++
+		}
+	}
+
+	// The consumer, at exactly the positions' offsets.
+	consume := make(map[string]map[int32]kgo.Offset)
+	for _, p := range s.parts {
+		if p.done {
+			continue
+		}
+		if consume[p.topic] == nil {
+			consume[p.topic] = make(map[int32]kgo.Offset)
+		}
+		consume[p.topic][p.partition] = kgo.NewOffset().At(p.next)
+	}
+	if len(consume) > 0 {
+		copts := append(opts,
+			kgo.ConsumePartitions(consume),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.KeepControlRecords(),
+			kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+			kgo.FetchMaxBytes(v.FetchMaxBytes),
+			kgo.FetchMaxPartitionBytes(v.FetchMaxBytes),
+		)
+		if s.cl, err = kgo.NewClient(copts...); err != nil {
+			return nil, fmt.Errorf("kafka: new consumer: %w", err)
+		}
+	}
+
+	s.desc = s.describe(resume)
+	return s, nil
+}
+
+// firstStart resolves the start (and, bounded, the end) offsets of every
+// wanted partition.
+func (s *Source) firstStart(ctx context.Context, exist map[tp]bool, want func(int32) bool) error {
+	v := s.cfg
+	s.start = v.start.String()
+	var (
+		starts kadm.ListedOffsets
+		ends   kadm.ListedOffsets
+		err    error
+	)
+	if v.Bounded || v.start.mode == StartLatest {
+		// The last stable offset: read_committed listing of the end.
+		if ends, err = s.adm.ListCommittedOffsets(ctx, v.Topics...); err != nil {
+			return s.listErr("last stable offsets", err)
+		}
+	}
+	switch v.start.mode {
+	case StartEarliest:
+		starts, err = s.adm.ListStartOffsets(ctx, v.Topics...)
+	case StartLatest:
+		starts = ends
+	default:
+		starts, err = s.adm.ListOffsetsAfterMilli(ctx, v.start.milli, v.Topics...)
+	}
+	if err != nil {
+		return s.listErr("start offsets ("+s.start+")", err)
+	}
+	for k := range exist {
+		if !want(k.partition) {
+			continue
+		}
+		p := &part{topic: k.topic, partition: k.partition, end: -1}
+		lo, err := lookup(starts, k, "start offset ("+s.start+")")
+		if err != nil {
+			return err
+		}
+		p.next = lo
+		if v.Bounded {
+			if p.end, err = lookup(ends, k, "last stable offset"); err != nil {
+				return err
+			}
+		}
+		s.parts = append(s.parts, p)
+	}
+	s.sortParts()
+	return nil
+}
+
+// resume checks the position against the configuration and the brokers.
+func (s *Source) resume(ctx context.Context, doc posDoc, pp []part, exist map[tp]bool) error {
+	v := s.cfg
+	s.start = doc.Start
+	input := "kafka topics " + strings.Join(v.Topics, ",")
+	var posTopics []string
+	for _, p := range pp {
+		if len(posTopics) == 0 || posTopics[len(posTopics)-1] != p.topic {
+			posTopics = append(posTopics, p.topic)
+		}
+	}
+	if !slices.Equal(posTopics, v.Topics) {
+		return &source.InputChangedError{Input: input, Reason: fmt.Sprintf("the checkpoint position is for topics %s", strings.Join(posTopics, ","))}
+	}
+	if doc.Bounded != v.Bounded {
+		return &source.InputChangedError{Input: input, Reason: fmt.Sprintf("the checkpoint position was taken with bounded=%t, the source is opened with bounded=%t", doc.Bounded, v.Bounded)}
+	}
+	inPos := make(map[tp]bool, len(pp))
+	for i := range pp {
+		p := pp[i]
+		k := tp{p.topic, p.partition}
+		inPos[k] = true
+		if len(v.Partitions) > 0 && !slices.Contains(v.Partitions, p.partition) {
+			return &source.InputChangedError{Input: input, Reason: fmt.Sprintf("the checkpoint position includes partition %s/%d, which is not among the partitions %v selected", p.topic, p.partition, v.Partitions)}
+		}
+		if !exist[k] {
+			return &source.InputChangedError{Input: input, Reason: fmt.Sprintf("partition %s/%d of the checkpoint position no longer exists", p.topic, p.partition)}
+		}
+		s.parts = append(s.parts, &p)
+	}
+	var added []*part
+	for k := range exist {
+		if inPos[k] {
+			continue
+		}
+		if len(v.Partitions) > 0 {
+			if slices.Contains(v.Partitions, k.partition) {
+				return &source.InputChangedError{Input: input, Reason: fmt.Sprintf("the checkpoint position lacks partition %s/%d", k.topic, k.partition)}
+			}
+			continue
+		}
+		if !v.Bounded {
+			added = append(added, &part{topic: k.topic, partition: k.partition, end: -1})
+		}
+	}
+	// Check the offsets still exist: records before the log start were
+	// deleted (retention), offsets past the high watermark mean the topic
+	// was recreated or truncated.
+	starts, err := s.adm.ListStartOffsets(ctx, v.Topics...)
+	if err != nil {
+		return s.listErr("start offsets", err)
+	}
+	hwms, err := s.adm.ListEndOffsets(ctx, v.Topics...)
+	if err != nil {
+		return s.listErr("end offsets", err)
+	}
+	for _, p := range s.parts {
+		if p.end >= 0 && p.next >= p.end {
+			continue
+		}
+		k := tp{p.topic, p.partition}
+		lo, err := lookup(starts, k, "start offset")
+		if err != nil {
+			return err
+		}
+		hi, err := lookup(hwms, k, "end offset")
+		if err != nil {
+			return err
+		}
+		switch {
+		case p.next < lo:
+			return &source.InputChangedError{Input: "kafka " + p.topic + "/" + strconv.Itoa(int(p.partition)),
+				Reason: fmt.Sprintf("the checkpoint resumes at offset %d but the log now starts at offset %d: records were deleted", p.next, lo)}
+		case p.next > hi:
+			return &source.InputChangedError{Input: "kafka " + p.topic + "/" + strconv.Itoa(int(p.partition)),
+				Reason: fmt.Sprintf("the checkpoint resumes at offset %d but the log now ends at offset %d: the topic was recreated or truncated", p.next, hi)}
+		}
+	}
+	for _, p := range added {
+		if p.next, err = lookup(starts, tp{p.topic, p.partition}, "start offset"); err != nil {
+			return err
+		}
+		s.parts = append(s.parts, p)
+	}
+	s.sortParts()
+	return nil
+}
+
+func (s *Source) sortParts() {
+	slices.SortFunc(s.parts, func(a, b *part) int { return cmpPart(*a, *b) })
+}
+
+func (s *Source) listErr(what string, err error) error {
+	return fmt.Errorf("kafka: list %s of topics %s on brokers %s: %w", what, strings.Join(s.cfg.Topics, ","), strings.Join(s.cfg.Brokers, ","), err)
+}
+
+func lookup(l kadm.ListedOffsets, k tp, what string) (int64, error) {
+	o, ok := l.Lookup(k.topic, k.partition)
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("kafka: %s of %s/%d: not listed by the brokers", what, k.topic, k.partition)
+	case o.Err != nil:
+		return 0, fmt.Errorf("kafka: %s of %s/%d: %w", what, k.topic, k.partition, o.Err)
+	case o.Offset < 0:
+		return 0, fmt.Errorf("kafka: %s of %s/%d: the brokers returned %d", what, k.topic, k.partition, o.Offset)
+	}
+	return o.Offset, nil
+}
+
+func (s *Source) describe(resume bool) string {
+	var b strings.Builder
+	b.WriteString("kafka ")
+	b.WriteString(strings.Join(s.cfg.Topics, ","))
+	b.WriteString(" on ")
+	b.WriteString(strings.Join(s.cfg.Brokers, ","))
+	fmt.Fprintf(&b, " (%d partitions", len(s.parts))
+	if len(s.cfg.Partitions) > 0 {
+		fmt.Fprintf(&b, " %v", s.cfg.Partitions)
+	}
+	if s.cfg.Bounded {
+		b.WriteString(", bounded")
+	}
+	if resume {
+		b.WriteString(", resuming")
+	} else {
+		b.WriteString(", start " + s.start)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Next implements source.Source. It returns the committed records of every
+// partition in offset order within a partition, skipping transaction
+// markers and aborted records. It blocks until a record is fetched; in
+// bounded mode it returns io.EOF once every partition reached its end
+// offset. Cancelling ctx makes it return ctx.Err() with nothing lost.
+// Record.Value is valid until the next call to Next or Close. Next does not
+// allocate per record.
+func (s *Source) Next(ctx context.Context) (source.Record, error) {
+	if s.closed {
+		return source.Record{}, source.ErrClosed
+	}
+	if s.err != nil {
+		return source.Record{}, s.err
+	}
+	for {
+		for s.bi < len(s.batches) {
+			b := &s.batches[s.bi]
+			p := b.p
+			for s.ri < len(b.recs) {
+				r := b.recs[s.ri]
+				s.ri++
+				if p.done || r.Offset < p.next {
+					continue
+				}
+				if p.end >= 0 && r.Offset >= p.end {
+					s.finish(p)
+					continue
+				}
+				p.next = r.Offset + 1
+				if p.end >= 0 && p.next >= p.end {
+					s.finish(p)
+				}
+				if r.Attrs.IsControl() {
+					continue
+				}
+				return source.Record{Value: r.Value, Origin: source.Origin{Name: p.name, Num: r.Offset}}, nil
+			}
+			b.recs = nil
+			s.bi++
+			s.ri = 0
+		}
+		if s.pendingErr != nil {
+			s.err = s.pendingErr
+			return source.Record{}, s.err
+		}
+		if s.cfg.Bounded && s.remaining == 0 {
+			return source.Record{}, io.EOF
+		}
+		if err := ctx.Err(); err != nil {
+			return source.Record{}, err
+		}
+		if err := s.poll(ctx); err != nil {
+			return source.Record{}, err
+		}
+	}
+}
+
+// finish marks p done: every record before its end was returned or
+// skipped.
+func (s *Source) finish(p *part) {
+	if p.done {
+		return
+	}
+	p.done = true
+	if p.next < p.end {
+		p.next = p.end
+	}
+	s.remaining--
+	if s.cl != nil {
+		if s.pauseBuf == nil {
+			s.pauseBuf = make(map[string][]int32, 1)
+		}
+		clear(s.pauseBuf)
+		s.pauseBuf[p.topic] = []int32{p.partition}
+		s.cl.PauseFetchPartitions(s.pauseBuf)
+	}
+}
+
+// poll waits for fetched records and queues them as batches. It returns a
+// non-nil error only for a cancelled ctx; fetch errors are queued behind the
+// records fetched with them.
+func (s *Source) poll(ctx context.Context) error {
+	s.batches = s.batches[:0]
+	s.bi, s.ri = 0, 0
+	if s.cl == nil { // bounded, nothing to consume, yet not done: cannot happen
+		return errors.New("kafka: internal error: no consumer")
+	}
+	pctx := ctx
+	if s.cfg.Bounded {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithTimeout(ctx, s.cfg.probeInterval)
+		defer cancel()
+	}
+	fs := s.cl.PollFetches(pctx)
+	idle := false
+	for i := range fs {
+		for j := range fs[i].Topics {
+			t := &fs[i].Topics[j]
+			for k := range t.Partitions {
+				fp := &t.Partitions[k]
+				if fp.Err != nil {
+					switch {
+					case t.Topic == "" && fp.Partition == -1 && (errors.Is(fp.Err, context.Canceled) || errors.Is(fp.Err, context.DeadlineExceeded)):
+						idle = true
+					case s.pendingErr == nil:
+						s.pendingErr = s.fetchErr(t.Topic, fp.Partition, fp.Err)
+					}
+				}
+				if len(fp.Records) == 0 {
+					continue
+				}
+				if p := s.index[tp{t.Topic, fp.Partition}]; p != nil {
+					s.batches = append(s.batches, batch{p: p, recs: fp.Records})
+				}
+			}
+		}
+	}
+	if len(s.batches) > 0 || s.pendingErr != nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if idle && s.cfg.Bounded {
+		s.probe(ctx)
+	}
+	return nil
+}
+
+func (s *Source) fetchErr(topic string, partition int32, err error) error {
+	p := s.index[tp{topic, partition}]
+	var at int64 = -1
+	if p != nil {
+		at = p.next
+	}
+	if errors.Is(err, kerr.OffsetOutOfRange) {
+		return &source.InputChangedError{Input: "kafka " + topic + "/" + strconv.Itoa(int(partition)),
+			Reason: fmt.Sprintf("offset %d is out of range: records were deleted (retention) or the topic was recreated", at)}
+	}
+	return fmt.Errorf("kafka: fetch %s/%d at offset %d from brokers %s: %w", topic, partition, at, strings.Join(s.cfg.Brokers, ","), err)
+}
+
+// probe runs in bounded mode when nothing was fetched for a while. A
+// partition whose records below its end offset are all aborted, with the
+// abort marker at or past the end, gives the consumer nothing to return, so
+// Next would never see the end. probe fetches each waiting partition
+// directly from its leader, from its next offset, and marks it done when
+// nothing below the end would be returned. Errors are ignored: the
+// consumer reports real problems, and the next probe tries again.
+func (s *Source) probe(ctx context.Context) {
+	md, err := s.adm.Metadata(ctx, s.cfg.Topics...)
+	if err != nil {
+		return
+	}
+	for _, p := range s.parts {
+		if p.done {
+			continue
+		}
+		td, ok := md.Topics[p.topic]
+		if !ok {
+			continue
+		}
+		pd, ok := td.Partitions[p.partition]
+		if !ok || pd.Leader < 0 {
+			continue
+		}
+		if off, ok := s.probePartition(ctx, p, pd.Leader, td.ID); ok && off >= p.end {
+			s.finish(p)
+		}
+	}
+}
+
+// probePartition reads p from p.next towards p.end with read_committed
+// isolation. It returns the offset it got to and true if no record (data
+// or marker) below p.end would be returned to a consumer; false if one
+// would, or on any error.
+func (s *Source) probePartition(ctx context.Context, p *part, leader int32, topicID [16]byte) (int64, bool) {
+	off := p.next
+	for range 1000 {
+		if off >= p.end {
+			return off, true
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 0
+		req.MinBytes = 1
+		req.MaxBytes = s.cfg.FetchMaxBytes
+		req.IsolationLevel = 1
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = p.topic
+		rt.TopicID = topicID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p.partition
+		rp.FetchOffset = off
+		rp.CurrentLeaderEpoch = -1
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = s.cfg.FetchMaxBytes
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		kresp, err := s.admCl.Broker(int(leader)).Request(ctx, req)
+		if err != nil {
+			return off, false
+		}
+		resp := kresp.(*kmsg.FetchResponse)
+		if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return off, false
+		}
+		rpr := &resp.Topics[0].Partitions[0]
+		if rpr.ErrorCode != 0 || rpr.Partition != p.partition {
+			return off, false
+		}
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			KeepControlRecords: true,
+			Offset:             off,
+			IsolationLevel:     kgo.ReadCommitted(),
+			Topic:              p.topic,
+			Partition:          p.partition,
+		}, rpr, kgo.DefaultDecompressor(), nil)
+		if fp.Err != nil {
+			return off, false
+		}
+		for _, r := range fp.Records {
+			if r.Offset < p.end {
+				return off, false
+			}
+		}
+		if next <= off {
+			return off, false
+		}
+		off = next
+	}
+	return off, false
+}
+
+// Position implements source.Source: the JSON document
+//
+//	{"v":1,"start":"earliest","bounded":false,
+//	 "partitions":[{"topic":"t","partition":0,"next":42}, ...]}
+//
+// with, per partition, the offset after the last record Next returned (or
+// after the transaction markers and aborted records that followed it), and
+// in bounded mode "end", the offset it stops at. "start" is how the first
+// start was resolved. It may be called after Close.
+func (s *Source) Position() (json.RawMessage, error) {
+	return appendPosition(make([]byte, 0, 64+64*len(s.parts)), s.start, s.cfg.Bounded, s.parts), nil
+}
+
+// Replayable implements source.Source: it returns true.
+func (s *Source) Replayable() bool { return true }
+
+// Describe implements source.Source, e.g. "kafka events on
+// 10.0.0.1:9092 (6 partitions, bounded, start earliest)". It never contains
+// credentials.
+func (s *Source) Describe() string { return s.desc }
+
+// Close implements source.Source: it closes the connections to the
+// brokers. Calling it again does nothing.
+func (s *Source) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.closedFlag.Store(true)
+	s.batches = nil
+	if s.cl != nil {
+		s.cl.Close()
+	}
+	s.admCl.Close()
+	return nil
+}
+
+// CommitToGroup commits the offsets of pos, a document returned by
+// Position (normally the one stored in a decided checkpoint), to the
+// consumer group of Config.Group, so that lag monitoring sees the
+// pipeline's progress. It does nothing if no group was configured. The
+// source never reads these offsets back: exactly-once comes from the
+// checkpoint, and a failure here loses nothing. The group must not be used
+// by live consumers (the brokers reject commits for a group with members).
+//
+// CommitToGroup is safe to call concurrently with the other methods. A
+// nil error guarantees that the brokers stored every partition's offset.
+func (s *Source) CommitToGroup(ctx context.Context, pos json.RawMessage) error {
+	if s.cfg.Group == "" {
+		return nil
+	}
+	if s.closedFlag.Load() {
+		return source.ErrClosed
+	}
+	_, parts, err := decodePosition(pos)
+	if err != nil {
+		return err
+	}
+	offs := make(kadm.Offsets)
+	for _, p := range parts {
+		if !slices.Contains(s.cfg.Topics, p.topic) {
+			return &source.InputChangedError{Input: "kafka topics " + strings.Join(s.cfg.Topics, ","), Reason: "the position to commit is for topic " + p.topic}
+		}
+		offs.Add(kadm.Offset{Topic: p.topic, Partition: p.partition, At: p.next, LeaderEpoch: -1})
+	}
+	resp, err := s.adm.CommitOffsets(ctx, s.cfg.Group, offs)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("kafka: commit offsets to group %s: %w", s.cfg.Group, err)
+	}
+	return nil
+}
+
+// connHook remembers the last failed dial, for UnreachableError.
+type connHook struct {
+	mu   sync.Mutex
+	last error
+}
+
+func (h *connHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h.mu.Lock()
+		h.last = err
+		h.mu.Unlock()
+	}
+}
+
+func (h *connHook) lastErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
