@@ -1,0 +1,270 @@
+package mysqlxa_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/mysqlxa"
+	"github.com/filesink/filesink/internal/mariadbtest"
+	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
+)
+
+// env is one test's world: a database with a counters table, a checkpoint
+// store, and a job id.
+type env struct {
+	t     *testing.T
+	srv   *mariadbtest.Server
+	db    string // database name
+	table string // db.counters
+	admin *sql.DB
+	store recovery.Store
+	job   string
+	keys  int // records use keys k0 .. k<keys-1>; 0: a key per record
+}
+
+func newEnv(t *testing.T, srv *mariadbtest.Server) *env {
+	t.Helper()
+	e := &env{t: t, srv: srv, db: srv.NewDatabase(t), job: "test", keys: 7}
+	e.table = e.db + ".counters"
+	e.admin = srv.Admin(t)
+	e.exec("CREATE TABLE " + e.table + ` (
+		k VARCHAR(64) NOT NULL PRIMARY KEY,
+		n BIGINT NOT NULL,
+		amount DECIMAL(20,2) NOT NULL,
+		note VARCHAR(100) NULL
+	) ENGINE=InnoDB`)
+	store, err := recovery.OpenDir(context.Background(), vfs.OS{}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	// Tests on one server run in parallel: every prepared branch of this
+	// test is rolled back at the end, so no test leaves locks behind.
+	t.Cleanup(func() {
+		if !srv.Running() {
+			return
+		}
+		ctx := context.Background()
+		xs, err := mysqlxa.ListBranches(ctx, e.admin, e.job)
+		if err != nil {
+			return
+		}
+		for _, x := range xs {
+			if strings.HasPrefix(x.Sink, e.db+".") {
+				_ = mysqlxa.RollbackBranch(ctx, e.admin, x)
+			}
+		}
+	})
+	return e
+}
+
+func (e *env) exec(q string, args ...any) {
+	e.t.Helper()
+	if _, err := e.admin.ExecContext(context.Background(), q, args...); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (e *env) config() mysqlxa.Config {
+	return mysqlxa.Config{Table: e.table, Mode: mysqlxa.Increment, Job: e.job, BatchRows: 5,
+		Columns: []string{"k", "n", "amount"},
+		ZombieGrace: 200 * time.Millisecond, Logger: testLogger(e.t)}
+}
+
+func (e *env) sink(db *sql.DB, cfg mysqlxa.Config) *mysqlxa.Sink {
+	e.t.Helper()
+	s, err := mysqlxa.New(context.Background(), db, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// record i: key k<i%keys>, n 1, amount i%10 + 0.25.
+func (e *env) record(i int) []byte {
+	k := i
+	if e.keys > 0 {
+		k = i % e.keys
+	}
+	return fmt.Appendf(nil, `{"k":"k%d","n":1,"amount":%d.25,"extra":"ignored"}`, k, i%10)
+}
+
+type total struct {
+	n      int64
+	amount string
+}
+
+// want returns the totals of records [0, n).
+func (e *env) want(n int) map[string]total {
+	sum := map[string]int64{}
+	cnt := map[string]int64{}
+	for i := range n {
+		k := i
+		if e.keys > 0 {
+			k = i % e.keys
+		}
+		key := fmt.Sprintf("k%d", k)
+		cnt[key]++
+		sum[key] += int64(i%10)*100 + 25
+	}
+	out := map[string]total{}
+	for k, c := range cnt {
+		out[k] = total{n: c, amount: fmt.Sprintf("%d.%02d", sum[k]/100, sum[k]%100)}
+	}
+	return out
+}
+
+func (e *env) totals() map[string]total {
+	e.t.Helper()
+	rows, err := e.admin.QueryContext(context.Background(), "SELECT k, n, amount FROM "+e.table)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]total{}
+	for rows.Next() {
+		var k string
+		var tt total
+		if err := rows.Scan(&k, &tt.n, &tt.amount); err != nil {
+			e.t.Fatal(err)
+		}
+		out[k] = tt
+	}
+	return out
+}
+
+// checkExactlyOnce asserts that the table holds exactly the totals of
+// records [0, n) and that no branch of the job is prepared.
+func (e *env) checkExactlyOnce(n int) {
+	e.t.Helper()
+	got, want := e.totals(), e.want(n)
+	if len(got) != len(want) {
+		e.t.Errorf("table has %d keys, want %d: %v", len(got), len(want), got)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			e.t.Errorf("key %s: got %+v, want %+v (n counts records: more is a duplicate, less a loss)", k, got[k], w)
+		}
+	}
+	e.checkNoBranches()
+}
+
+func (e *env) checkNoBranches() {
+	e.t.Helper()
+	xs, err := mysqlxa.ListBranches(context.Background(), e.admin, e.job)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, x := range xs {
+		if strings.HasPrefix(x.Sink, e.db+".") {
+			e.t.Errorf("prepared branch left: %s", x)
+		}
+	}
+}
+
+// job drives sinks like the pipeline does: Recover, then checkpoints of
+// per records each, from the restored source position to n records.
+type job struct {
+	e     *env
+	db    *mariadbtest.DB
+	sinks []*mysqlxa.Sink
+	coord *committer.Coordinator
+	pos   int // next record
+}
+
+// start builds sinks (one per subtask; record i goes to subtask
+// i%subtasks) and a coordinator on the env's store, and recovers.
+func (e *env) start(db *mariadbtest.DB, subtasks int, hook func(string) error, edit func(*mysqlxa.Config)) (*job, error) {
+	e.t.Helper()
+	j := &job{e: e, db: db}
+	parts := make([]committer.Participant, subtasks)
+	for i := range subtasks {
+		cfg := e.config()
+		cfg.Subtask = i
+		if edit != nil {
+			edit(&cfg)
+		}
+		s := e.sink(db.DB, cfg)
+		j.sinks = append(j.sinks, s)
+		parts[i] = s
+	}
+	opts := []committer.Option{committer.WithRetry(3, time.Millisecond), committer.WithLogger(testLogger(e.t))}
+	if hook != nil {
+		opts = append(opts, committer.WithHook(hook))
+	}
+	c, err := committer.New(e.store, parts, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	j.coord = c
+	last, err := c.Recover(context.Background())
+	if err != nil {
+		return j, err
+	}
+	if last != nil {
+		if err := json.Unmarshal(last.Source, &j.pos); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return j, nil
+}
+
+// write hands records [j.pos, to) to the sinks.
+func (j *job) write(to int) error {
+	for ; j.pos < to; j.pos++ {
+		s := j.sinks[j.pos%len(j.sinks)]
+		if err := s.Write(context.Background(), j.e.record(j.pos), source.Origin{Name: "gen", Num: int64(j.pos)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run writes and checkpoints every per records until n.
+func (j *job) run(n, per int) error {
+	for j.pos < n {
+		if err := j.write(min(j.pos+per, n)); err != nil {
+			return err
+		}
+		pos, _ := json.Marshal(j.pos)
+		if _, err := j.coord.Checkpoint(context.Background(), pos, j.pos == n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j *job) close() {
+	for _, s := range j.sinks {
+		s.Close()
+	}
+}
+
+// crashAt returns a hook failing once at point.
+func crashAt(point string) func(string) error {
+	fired := false
+	return func(p string) error {
+		if p == point && !fired {
+			fired = true
+			return fmt.Errorf("simulated crash at %s", p)
+		}
+		return nil
+	}
+}
