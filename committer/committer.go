@@ -46,6 +46,24 @@ type Participant interface {
 	Sweep(ctx context.Context, retained []*recovery.Checkpoint) error
 }
 
+// AsyncPreparer is implemented by participants whose phase 1 can overlap
+// with the records of the next checkpoint (the file sink on S3 uploads while
+// it goes on writing). The coordinator's Begin uses it; participants without
+// it are prepared synchronously.
+type AsyncPreparer interface {
+	// PrepareAsync takes the barrier of checkpoint id: the records handed
+	// to the participant before the call belong to it, later ones to the
+	// next checkpoint. It returns a function that completes phase 1: that
+	// function must return only when the barrier's records are durable, in
+	// the returned Snapshot's committables or state (the contract of
+	// Participant.Prepare). Until it returns, the participant accepts new
+	// records: the function may run concurrently with the participant's
+	// record-writing methods, but with no other protocol call. It is called
+	// at most once; if it is never called (the checkpoint was abandoned),
+	// the participant must still be usable for Restore and Close.
+	PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (Snapshot, error), error)
+}
+
 // Backend stages part files and publishes them: the small contract a file
 // sink's storage implements (committer/localfs, committer/s3). Every method
 // must be safe for concurrent use. Targets are slash-separated paths relative
@@ -94,6 +112,19 @@ type PartWriter interface {
 	// Close releases the writer without publishing; the staging data stays
 	// (a checkpoint may reference it).
 	Close() error
+}
+
+// AsyncPersister is implemented by part writers whose Persist can overlap
+// with later writes (an S3 upload keeps uploading while the writer spills
+// the next bytes).
+type AsyncPersister interface {
+	// PersistAsync marks the bytes written so far as the checkpoint's and
+	// starts making them durable. The returned function returns the
+	// resumable for exactly those bytes once they are durable (Persist's
+	// contract). It may run concurrently with Write, Size, MustRoll,
+	// CloseForCommit and Close of the same writer, is called at most once,
+	// and must be called (or abandoned) before the next PersistAsync.
+	PersistAsync(ctx context.Context) (func(context.Context) (json.RawMessage, error), error)
 }
 
 // Auditor is implemented by backends that can check their output (the

@@ -61,7 +61,8 @@ type Coordinator struct {
 	now      func() time.Time
 
 	sweepEvery int
-	final      bool // the last Prepare was final
+	final      bool   // the last Prepare was final
+	begun      uint64 // id+1 of the checkpoint begun and not yet decided
 
 	recovered bool
 	broken    error
@@ -198,17 +199,82 @@ func (c *Coordinator) NextID() uint64 { return c.next }
 // committables} is written to the store. A nil error means checkpoint id is
 // decided: its committables will be published, by Commit or by a later
 // Recover. final asks participants to close every open part (end of input
-// or shutdown).
+// or shutdown). Prepare is Begin followed by Phase1.Decide.
 func (c *Coordinator) Prepare(ctx context.Context, source json.RawMessage, final bool) (uint64, error) {
+	ph, err := c.Begin(ctx, source, final)
+	if err != nil {
+		return 0, err
+	}
+	return ph.Decide(ctx)
+}
+
+// Phase1 is a checkpoint whose barrier has been taken (Begin) and whose
+// phase 1 may still be running in the participants.
+type Phase1 struct {
+	c      *Coordinator
+	id     uint64
+	final  bool
+	source json.RawMessage
+	waits  []func(context.Context) (Snapshot, error)
+}
+
+// ID is the checkpoint's id.
+func (ph *Phase1) ID() uint64 { return ph.id }
+
+// Begin takes the barrier of the next checkpoint: every participant that is
+// an AsyncPreparer starts its phase 1 (PrepareAsync), the others prepare at
+// once. source is the source position the checkpoint records: the position
+// right after the last record handed to the participants before Begin.
+// After a nil error, records handed to participants belong to the next
+// checkpoint, and Decide must be called (from any goroutine) before any
+// other method of the coordinator; Decide may run while the participants
+// receive records.
+func (c *Coordinator) Begin(ctx context.Context, source json.RawMessage, final bool) (*Phase1, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if c.begun != 0 {
+		return nil, fmt.Errorf("committer: checkpoint %d begun while checkpoint %d is not decided", c.next, c.begun-1)
+	}
+	c.begun = c.next + 1
+	ph := &Phase1{c: c, id: c.next, final: final, source: source, waits: make([]func(context.Context) (Snapshot, error), len(c.parts))}
+	for i, p := range c.parts {
+		if ap, ok := p.(AsyncPreparer); ok {
+			wait, err := ap.PrepareAsync(ctx, ph.id, final)
+			if err != nil {
+				return nil, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", ph.id, p.Name(), err))
+			}
+			ph.waits[i] = wait
+			continue
+		}
+		snap, err := p.Prepare(ctx, ph.id, final)
+		if err != nil {
+			return nil, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", ph.id, p.Name(), err))
+		}
+		ph.waits[i] = func(context.Context) (Snapshot, error) { return snap, nil }
+	}
+	return ph, nil
+}
+
+// Decide completes phase 1 (waits until every participant's records of the
+// checkpoint are durable) and writes the checkpoint record: the decide
+// step. A nil error means the checkpoint is decided, as for Prepare. It
+// must be called once, and no other method of the coordinator may run
+// while it does.
+func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
+	c, id := ph.c, ph.id
 	if err := c.usable(); err != nil {
 		return 0, err
 	}
-	id := c.next
-	rec := &recovery.Checkpoint{ID: id, Time: c.now().UTC(), Source: source,
+	if c.begun != id+1 {
+		return 0, fmt.Errorf("committer: checkpoint %d decided twice or not begun", id)
+	}
+	c.begun = 0
+	rec := &recovery.Checkpoint{ID: id, Time: c.now().UTC(), Source: ph.source,
 		Participants: make([]recovery.Participant, len(c.parts))}
 	var fresh []pending
 	for i, p := range c.parts {
-		snap, err := p.Prepare(ctx, id, final)
+		snap, err := ph.waits[i](ctx)
 		if err != nil {
 			return 0, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", id, p.Name(), err))
 		}
@@ -233,7 +299,7 @@ func (c *Coordinator) Prepare(ctx context.Context, source json.RawMessage, final
 	}
 	c.pending = all
 	c.next = id + 1
-	c.final = final
+	c.final = ph.final
 	if err := c.at("decided"); err != nil {
 		return 0, c.fail(err)
 	}
@@ -250,6 +316,9 @@ func (c *Coordinator) Commit(ctx context.Context, id uint64) error {
 	}
 	if id >= c.next {
 		return fmt.Errorf("committer: commit of checkpoint %d, which is not decided (next is %d)", id, c.next)
+	}
+	if c.begun != 0 {
+		return fmt.Errorf("committer: commit while checkpoint %d is begun and not decided", c.begun-1)
 	}
 	if err := c.commit(ctx, id, ""); err != nil {
 		return c.fail(err)

@@ -88,9 +88,11 @@ type Stats struct {
 // in-progress part files through a committer.Backend, and takes part in the
 // commit protocol as a committer.Participant.
 //
-// Write, Tick, Prepare, Restore and Sweep must be called from one goroutine
-// at a time; Commit only touches published and pending files and is safe to
-// call concurrently with nothing else of the same Writer.
+// Write, Tick, Prepare, PrepareAsync, Restore and Sweep must be called from
+// one goroutine at a time; the function PrepareAsync returns may run on
+// another goroutine beside Write and Tick (not beside the other methods).
+// Commit only touches published and pending files and is safe to call
+// concurrently with nothing else of the same Writer.
 type Writer struct {
 	backend committer.Backend
 	dl      committer.Backend
@@ -109,8 +111,9 @@ type Writer struct {
 	ext      string
 	buckets  map[bucketKey]*bucket
 	counter  int
-	rolled   []json.RawMessage // committables since the last Prepare
-	bufCap   int64             // sum of cap(b.buf) over buckets
+	rolled   []*closing    // parts rolled since the last Prepare, closing in the background
+	closers  chan struct{} // bounds the parts closing at once
+	bufCap   int64         // sum of cap(b.buf) over buckets
 	scratch  []byte
 	free     [][]byte // empty buffers for reuse, counted in bufCap
 	io       ioQueue
@@ -118,7 +121,10 @@ type Writer struct {
 	restored bool // Restore ran: later commits are of this run
 }
 
-var _ committer.Participant = (*Writer)(nil)
+var (
+	_ committer.Participant   = (*Writer)(nil)
+	_ committer.AsyncPreparer = (*Writer)(nil)
+)
 
 type bucketKey struct {
 	dl   bool
@@ -160,6 +166,7 @@ func New(backend committer.Backend, subtask int, opts ...Option) (*Writer, error
 		backend: backend, subtask: subtask, enc: JSONLines{}, assign: bucketing.BasePath(),
 		policy: NewDefaultPolicy(), prefix: "part", budget: DefaultBufferBudget,
 		now: time.Now, log: slog.New(slog.DiscardHandler), buckets: map[bucketKey]*bucket{},
+		closers: make(chan struct{}, syncParallelism),
 	}
 	for _, o := range opts {
 		o(w)
@@ -492,8 +499,8 @@ func (w *Writer) flush(ctx context.Context, b *bucket) error {
 	return w.io.submit(p, buf, comp)
 }
 
-// roll closes b's part for commit; its committable is returned by the next
-// Prepare.
+// roll closes b's part for commit in the background; its committable is
+// returned by the next Prepare.
 func (w *Writer) roll(ctx context.Context, b *bucket) error {
 	if err := w.flush(ctx, b); err != nil {
 		return err
@@ -505,23 +512,61 @@ func (w *Writer) roll(ctx context.Context, b *bucket) error {
 	if err := w.io.wait(); err != nil {
 		return err
 	}
-	pending, err := b.part.pw.CloseForCommit(ctx)
-	if err != nil {
-		return err
-	}
-	return w.rolledPart(b, pending)
+	w.closeInBackground(ctx, b)
+	return nil
 }
 
-// rolledPart records b's part, closed for commit as pending, for the next
-// Prepare, and detaches it from b.
-func (w *Writer) rolledPart(b *bucket, pending json.RawMessage) error {
+// closing is a part being closed for commit (CloseForCommit) on its own
+// goroutine, so that the next records need not wait for its last bytes to
+// become durable.
+type closing struct {
+	key     bucketKey
+	done    chan struct{}
+	pending json.RawMessage // set before done is closed, with err
+	err     error
+}
+
+// closeInBackground detaches b's part (its buffer written out, the I/O
+// goroutine done with it) and closes it for commit on its own goroutine,
+// at most syncParallelism at once per Writer.
+func (w *Writer) closeInBackground(ctx context.Context, b *bucket) {
+	p := b.part
 	b.part = nil
-	c, err := json.Marshal(entry{DeadLetter: b.key.dl, Bucket: b.key.path, Part: pending})
-	if err != nil {
-		return err
-	}
+	c := &closing{key: b.key, done: make(chan struct{})}
 	w.rolled = append(w.rolled, c)
-	return nil
+	go func() {
+		defer close(c.done)
+		select {
+		case w.closers <- struct{}{}:
+		case <-ctx.Done():
+			p.pw.Close()
+			c.err = ctx.Err()
+			return
+		}
+		defer func() { <-w.closers }()
+		c.pending, c.err = p.pw.CloseForCommit(ctx)
+	}()
+}
+
+// committable waits for c and returns its committable.
+func (c *closing) committable(ctx context.Context) (json.RawMessage, error) {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return json.Marshal(entry{DeadLetter: c.key.dl, Bucket: c.key.path, Part: c.pending})
+}
+
+// awaitClosing waits for every part closing in the background, ignoring
+// their outcome (the writer is being reset).
+func (w *Writer) awaitClosing() {
+	for _, c := range w.rolled {
+		<-c.done
+	}
 }
 
 // Tick applies the rolling policy's time conditions (rollover, inactivity)
@@ -555,67 +600,90 @@ func (w *Writer) sorted() []*bucket {
 	return bs
 }
 
-// Prepare implements committer.Participant: it writes out every buffer,
-// rolls the parts the policy (or final) says to roll, persists the others
-// (fsync), and returns their resumables as state and the rolled parts as
-// committables.
+// Prepare implements committer.Participant: PrepareAsync, then the
+// function it returns.
 func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
-	// Write every buffer out (in bucket order), then make the parts durable
-	// in parallel: fsyncs of different files overlap on the device.
-	type job struct {
-		b    *bucket
-		roll bool
-		out  json.RawMessage
+	wait, err := w.PrepareAsync(ctx, id, final)
+	if err != nil {
+		return committer.Snapshot{}, err
 	}
-	var jobs []*job
-	var open []*bucket
+	return wait(ctx)
+}
+
+// PrepareAsync implements committer.AsyncPreparer. At the barrier it writes
+// out every buffer, starts closing the parts the policy (or final) says to
+// roll, and persists the others: where the backend's part writer is a
+// committer.AsyncPersister (S3) it only starts the persist, otherwise it
+// persists at once (fsync), 16 files at a time. The returned function
+// waits for the closes and persists and returns the open parts' resumables
+// as state and the rolled parts (since the last checkpoint) as
+// committables. It touches only what the barrier handed over, so Write and
+// Tick may run while it waits.
+func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
+	type job struct {
+		b     *bucket
+		p     *part
+		size  int64
+		wait  func(context.Context) (json.RawMessage, error)
+		out   json.RawMessage
+		entry entry
+	}
+	var jobs []*job // open parts, in bucket order
 	for _, b := range w.sorted() {
 		if b.part == nil {
 			continue
 		}
 		if err := w.flush(ctx, b); err != nil {
-			return committer.Snapshot{}, err
+			return nil, err
 		}
-		roll := final || w.policy.OnCheckpoint(w.info(b))
-		if !roll {
-			open = append(open, b)
-		}
-		jobs = append(jobs, &job{b: b, roll: roll})
 	}
 	if err := w.io.wait(); err != nil {
-		return committer.Snapshot{}, err
+		return nil, err
+	}
+	for _, b := range w.sorted() {
+		if b.part == nil {
+			continue
+		}
+		if b.part.pw == nil { // opened, nothing written
+			b.part = nil
+			continue
+		}
+		if final || w.policy.OnCheckpoint(w.info(b)) {
+			w.closeInBackground(ctx, b)
+			continue
+		}
+		jobs = append(jobs, &job{b: b, p: b.part, size: b.part.pw.Size(), out: b.part.resumable})
 	}
 	// Parts unchanged since their last Persist keep their resumable.
-	jobs = slices.DeleteFunc(jobs, func(j *job) bool {
-		p := j.b.part
-		return !j.roll && p.resumable != nil && p.pw.Size() == p.persisted
-	})
-	err := parallel(ctx, len(jobs), syncParallelism, func(i int) error {
-		j := jobs[i]
-		var err error
-		if j.roll {
-			j.out, err = j.b.part.pw.CloseForCommit(ctx)
-		} else {
-			j.out, err = j.b.part.pw.Persist(ctx)
+	var sync []*job
+	for _, j := range jobs {
+		if j.out != nil && j.size == j.p.persisted {
+			continue
 		}
+		j.out = nil
+		if ap, ok := j.p.pw.(committer.AsyncPersister); ok {
+			wait, err := ap.PersistAsync(ctx)
+			if err != nil {
+				return nil, err
+			}
+			j.wait = wait
+			continue
+		}
+		sync = append(sync, j)
+	}
+	err := parallel(ctx, len(sync), syncParallelism, func(i int) error {
+		var err error
+		sync[i].out, err = sync[i].p.pw.Persist(ctx)
 		return err
 	})
 	if err != nil {
-		return committer.Snapshot{}, err
+		return nil, err
 	}
 	for _, j := range jobs {
-		if !j.roll {
-			j.b.part.resumable, j.b.part.persisted = j.out, j.b.part.pw.Size()
-			continue
-		}
-		if err := w.rolledPart(j.b, j.out); err != nil {
-			return committer.Snapshot{}, err
-		}
+		j.entry = entry{DeadLetter: j.b.key.dl, Bucket: j.b.key.path}
 	}
-	var st state
-	for _, b := range open {
-		st.Parts = append(st.Parts, entry{DeadLetter: b.key.dl, Bucket: b.key.path, Part: b.part.resumable})
-	}
+	rolled := w.rolled
+	w.rolled = nil
 	// Forget buckets with nothing open: memory follows the open buckets.
 	for k, b := range w.buckets {
 		if b.part == nil {
@@ -623,16 +691,39 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 			delete(w.buckets, k)
 		}
 	}
-	snap := committer.Snapshot{Committables: w.rolled}
-	w.rolled = nil
-	if len(st.Parts) > 0 {
-		s, err := json.Marshal(st)
-		if err != nil {
-			return committer.Snapshot{}, err
+	return func(ctx context.Context) (committer.Snapshot, error) {
+		var st state
+		for _, j := range jobs {
+			if j.wait != nil {
+				out, err := j.wait(ctx)
+				if err != nil {
+					return committer.Snapshot{}, err
+				}
+				j.out = out
+			}
+			// Read by the next PrepareAsync and by Sweep, which run after
+			// this function has returned.
+			j.p.resumable, j.p.persisted = j.out, j.size
+			j.entry.Part = j.out
+			st.Parts = append(st.Parts, j.entry)
 		}
-		snap.State = s
-	}
-	return snap, nil
+		var snap committer.Snapshot
+		for _, c := range rolled {
+			data, err := c.committable(ctx)
+			if err != nil {
+				return committer.Snapshot{}, err
+			}
+			snap.Committables = append(snap.Committables, data)
+		}
+		if len(st.Parts) > 0 {
+			s, err := json.Marshal(st)
+			if err != nil {
+				return committer.Snapshot{}, err
+			}
+			snap.State = s
+		}
+		return snap, nil
+	}, nil
 }
 
 // syncParallelism bounds the fsyncs a Prepare runs at once.
@@ -771,7 +862,11 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 	// Live parts: rolled ones waiting for the next Prepare, and open ones
 	// (persisted now if they never were, to get their resumable).
 	for _, c := range w.rolled {
-		if err := addEntry(c); err != nil {
+		data, err := c.committable(ctx)
+		if err != nil {
+			return err
+		}
+		if err := addEntry(data); err != nil {
 			return err
 		}
 	}
@@ -806,6 +901,7 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 // checkpoint are dropped.
 func (w *Writer) Close() error {
 	first := w.io.stop()
+	w.awaitClosing()
 	w.io = ioQueue{}
 	for k, b := range w.buckets {
 		if b.part != nil && b.part.pw != nil {

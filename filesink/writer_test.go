@@ -1223,3 +1223,92 @@ func TestStats(t *testing.T) {
 		t.Errorf("Name() = %q", w.Name())
 	}
 }
+
+// gatedBackend's part writers are committer.AsyncPersisters whose persist
+// is taken at once (the length at the barrier) and reported only when the
+// gate opens, as an S3 upload would be.
+type gatedBackend struct {
+	committer.Backend
+	gate chan struct{}
+}
+
+func (b *gatedBackend) Open(ctx context.Context, target string) (committer.PartWriter, error) {
+	pw, err := b.Backend.Open(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedPartWriter{PartWriter: pw, gate: b.gate}, nil
+}
+
+type gatedPartWriter struct {
+	committer.PartWriter
+	gate chan struct{}
+}
+
+func (p *gatedPartWriter) PersistAsync(ctx context.Context) (func(context.Context) (json.RawMessage, error), error) {
+	r, err := p.Persist(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (json.RawMessage, error) {
+		select {
+		case <-p.gate:
+			return r, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}, nil
+}
+
+// TestPrepareAsyncOverlapsWrites: records written while phase 1 waits
+// (including parts that roll meanwhile) belong to the next checkpoint; the
+// snapshot holds exactly the barrier's records.
+func TestPrepareAsyncOverlapsWrites(t *testing.T) {
+	ctx := context.Background()
+	local, root := newLocal(t)
+	gate := make(chan struct{})
+	be := &gatedBackend{Backend: local, gate: gate}
+	w := newWriter(t, be, 0, filesink.WithRollingPolicy(filesink.DefaultPolicy{PartSize: 200}))
+	rec := func(i int) []byte { return fmt.Appendf(nil, `{"id":%d,"pad":"%040d"}`, i, i) }
+	for i := range 10 {
+		mustWrite(t, w, rec(i))
+	}
+	wait, err := w.PrepareAsync(ctx, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		snap committer.Snapshot
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		snap, err := wait(ctx)
+		done <- result{snap, err}
+	}()
+	for i := 10; i < 100; i++ { // parts roll every few records meanwhile
+		mustWrite(t, w, rec(i))
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("phase 1 completed before its persists did: %+v", r)
+	default:
+	}
+	close(gate)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	commitAll(t, w, r.snap.Committables)
+	for id := range idsOf(t, published(t, root)) {
+		if id >= 10 {
+			t.Fatalf("checkpoint 1 published record %d, written after its barrier", id)
+		}
+	}
+	if len(r.snap.State) == 0 {
+		t.Fatal("checkpoint 1 has no open part in its state")
+	}
+	snap := prepare(t, w, 2, true)
+	commitAll(t, w, snap.Committables)
+	checkIDs(t, published(t, root), 100)
+}

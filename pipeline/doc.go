@@ -13,6 +13,14 @@
 // and when Stop is closed (a graceful stop: final checkpoint, then Run
 // returns nil).
 //
+// Only the barrier stops the records: the coordinator's Begin runs on every
+// subtask after the batches before it, and sinks that are
+// committer.AsyncPreparers (the file sink) only start their phase 1 there.
+// Phase 1's waiting (part uploads, fsyncs of rolled parts), the decide step
+// and phase 2 then run on a goroutine of their own while the subtasks take
+// the next batches. One checkpoint runs at a time: the next barrier, a
+// final checkpoint and the end of Run wait for it.
+//
 // # Guarantees
 //
 // When Run returns nil after the end of input, every record of a replayable

@@ -190,29 +190,86 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var prog Progress
 	var sinceCkpt int64
 	var lastPos json.RawMessage = pos
-	checkpoint := func(final bool) error {
-		id, err := coord.Checkpoint(ctx, lastPos, final)
-		if err != nil {
-			// A subtask that failed on a record reports that record, not
-			// the checkpoint it broke.
-			for _, s := range subs {
-				select {
-				case <-s.failed:
-					return s.err
-				default:
-				}
+	// A failed checkpoint caused by a subtask that failed on a record
+	// reports that record, not the checkpoint it broke.
+	subtaskErr := func(err error) error {
+		for _, s := range subs {
+			select {
+			case <-s.failed:
+				return s.err
+			default:
 			}
-			return err
 		}
+		return err
+	}
+	completed := func(id uint64, final bool) {
 		res.Checkpoint = id
 		prog.Checkpoints++
 		prog.Checkpoint = id
 		prog.Done = final
-		sinceCkpt = 0
 		log.Debug("checkpoint", "id", id, "final", final, "records", prog.Records)
 		if cfg.Progress != nil {
 			cfg.Progress(prog)
 		}
+	}
+	// A checkpoint's barrier is taken on this goroutine (Begin); phase 1
+	// (uploads, fsyncs), the decide step and phase 2 then run on their own
+	// goroutine while the subtasks take the next records. One checkpoint
+	// runs at a time: the next barrier waits for the previous checkpoint.
+	type outcome struct {
+		id  uint64
+		err error
+	}
+	var running chan outcome
+	settle := func(o outcome) error {
+		running = nil
+		if o.err != nil {
+			return subtaskErr(o.err)
+		}
+		completed(o.id, false)
+		return nil
+	}
+	awaitRunning := func() error {
+		if running == nil {
+			return nil
+		}
+		return settle(<-running)
+	}
+	defer func() {
+		if running != nil {
+			cancel()
+			<-running
+		}
+	}()
+	checkpoint := func(final bool) error {
+		if err := awaitRunning(); err != nil {
+			return err
+		}
+		ph, err := coord.Begin(ctx, lastPos, final)
+		if err != nil {
+			return subtaskErr(err)
+		}
+		sinceCkpt = 0
+		if final {
+			id, err := ph.Decide(ctx)
+			if err == nil {
+				err = coord.Commit(ctx, id)
+			}
+			if err != nil {
+				return subtaskErr(err)
+			}
+			completed(id, true)
+			return nil
+		}
+		ch := make(chan outcome, 1)
+		running = ch
+		go func() {
+			id, err := ph.Decide(ctx)
+			if err == nil {
+				err = coord.Commit(ctx, id)
+			}
+			ch <- outcome{id, err}
+		}()
 		return nil
 	}
 	finish := func(eof bool) (Result, error) {
@@ -235,6 +292,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			close(stopReading)
 			stop = nil
 			ckptTicker.stop()
+		case o := <-running:
+			if err := settle(o); err != nil {
+				return res, err
+			}
 		case <-ckptTicker.c:
 			if err := checkpoint(false); err != nil {
 				return res, err

@@ -33,7 +33,10 @@ type msg struct {
 	done  chan error
 }
 
-var _ committer.Participant = (*subtask)(nil)
+var (
+	_ committer.Participant   = (*subtask)(nil)
+	_ committer.AsyncPreparer = (*subtask)(nil)
+)
 
 func (s *subtask) run(ctx context.Context) {
 	failed := s.failed
@@ -77,6 +80,24 @@ func (s *subtask) Name() string { return s.sink.Name() }
 func (s *subtask) Prepare(ctx context.Context, id uint64, final bool) (snap committer.Snapshot, err error) {
 	err = s.call(func() (e error) { snap, e = s.sink.Prepare(ctx, id, final); return })
 	return snap, err
+}
+
+// PrepareAsync takes the barrier on the subtask's goroutine, after every
+// batch sent before; the function it returns runs on the caller's goroutine
+// while the subtask goes on with later batches. A sink that is not a
+// committer.AsyncPreparer prepares at the barrier.
+func (s *subtask) PrepareAsync(ctx context.Context, id uint64, final bool) (wait func(context.Context) (committer.Snapshot, error), err error) {
+	err = s.call(func() error {
+		if ap, ok := s.sink.(committer.AsyncPreparer); ok {
+			var e error
+			wait, e = ap.PrepareAsync(ctx, id, final)
+			return e
+		}
+		snap, e := s.sink.Prepare(ctx, id, final)
+		wait = func(context.Context) (committer.Snapshot, error) { return snap, nil }
+		return e
+	})
+	return wait, err
 }
 
 func (s *subtask) Commit(ctx context.Context, c json.RawMessage) error {

@@ -39,10 +39,9 @@ const (
 	metaID = "filesink-id"
 	// maxKeyLen is S3's limit on object keys, in bytes.
 	maxKeyLen = 1024
-	// maxTailObjects bounds the tail objects of a resumable: Persist writes
-	// only the bytes written since the last Persist as a new tail object,
-	// and the whole tail as one when the list is full.
-	maxTailObjects = 16
+	// maxTailObjects bounds the tail objects of a resumable (see the tail
+	// object policy in writer.go).
+	maxTailObjects = maxMerged + maxDeltas
 )
 
 // Backend is a committer.Backend and committer.Auditor on one prefix of an

@@ -42,20 +42,29 @@
 // concurrency+1 parts on disk and a small buffer in memory. Part numbers,
 // ETags, sizes and CRC-32s are recorded in order.
 //
-// Persist waits for every part upload in flight (no byte is in flight when
-// it returns), then makes the bytes after the last part durable:
+// A checkpoint's persist runs in two steps (committer.AsyncPersister): at
+// the barrier, PersistAsync starts making the bytes written so far durable
+// and returns at once, and the writer goes on spilling and uploading the
+// next bytes; the function it returns waits until the barrier's bytes are
+// in the store (every part started before the barrier uploaded, the tail
+// object written) and returns the resumable. Persist does both in a row.
+// Bytes after the last part are made durable
 //
 //   - from 5 MiB on, as a part (a part's bytes go up once, a tail's go up
 //     again inside a later part), unless it is the last part the upload may
 //     have;
-//   - else as tail objects: the bytes written since the last Persist go to
-//     a new tail object, and the resumable lists the tail objects in order;
-//     when it lists 16 already, the whole tail goes to one new object
-//     instead. So a checkpoint uploads what was written since the last one
-//     (plus, every 16 checkpoints, a tail below 5 MiB), not the whole tail
-//     each time as Flink does. Every tail object has a name never used
-//     before, so one that an older retained checkpoint references is never
-//     replaced; a Persist with nothing written since writes nothing.
+//   - else as tail objects: the bytes written since the last persist go to
+//     a new tail object (a delta), and the resumable lists the tail objects
+//     in order. Once a part has 8 to 16 deltas (drawn per writer, so that
+//     the writers of a sink do not all rewrite at the same checkpoint),
+//     the next persist merges them and its own bytes into one object; once
+//     it has 8 merged objects, the next merge rewrites the whole tail (below
+//     5 MiB) as one. So a checkpoint uploads about what was written since
+//     the last one, not the whole tail each time as Flink does, and a
+//     resumable lists at most 24 tail objects. Every tail object has a name
+//     never used before, so one that an older retained checkpoint
+//     references is never replaced; a persist with nothing written since
+//     writes nothing.
 //
 // CloseForCommit waits the same way and uploads the remaining bytes as the
 // last part, which may be smaller than 5 MiB.

@@ -149,7 +149,7 @@ func TestResumeAfterTail(t *testing.T) {
 		t.Fatalf("tail object %s missing after Persist", rec.Tail[0].Key)
 	}
 	write(t, w, pattern(2, 6*mib)) // part 2 goes up, never recorded
-	if err := w.drain(t.Context()); err != nil {
+	if err := w.waitParts(t.Context(), w.next-1); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
@@ -400,18 +400,19 @@ func TestSweepOwnsItsMess(t *testing.T) {
 	_, orphan2 := persist(t, w)
 	w.Close()
 
-	// A kept resumable whose 16 tail objects were consolidated into one:
-	// the 16 are referenced by no kept resumable.
+	// A kept resumable whose deltas were merged into one tail object: the
+	// deltas are referenced by no kept resumable.
 	w = open(t, b, "b/part-0-r1-2.txt")
 	var old record
-	for i := range maxTailObjects {
+	deltas := w.deltaLimit
+	for i := range deltas {
 		write(t, w, pattern(3+i, 1))
 		_, old = persist(t, w)
 	}
 	write(t, w, pattern(4, 4))
 	keptR, kept := persist(t, w)
-	if len(old.Tail) != maxTailObjects || len(kept.Tail) != 1 || kept.TailLength != maxTailObjects+4 {
-		t.Fatalf("tail objects: %d then %d (%d bytes); want %d consolidated into 1", len(old.Tail), len(kept.Tail), kept.TailLength, maxTailObjects)
+	if len(old.Tail) != deltas || len(kept.Tail) != 1 || kept.TailLength != int64(deltas)+4 {
+		t.Fatalf("tail objects: %d then %d (%d bytes); want %d merged into 1", len(old.Tail), len(kept.Tail), kept.TailLength, deltas)
 	}
 	w.Close()
 
@@ -515,7 +516,7 @@ func TestSweepOwnsItsMess(t *testing.T) {
 		t.Errorf("foreign upload is gone: %v", err)
 	}
 	// The kept ones still work.
-	w = resume(t, b, keptR, maxTailObjects+4)
+	w = resume(t, b, keptR, int64(deltas)+4)
 	p, _ := closeForCommit(t, w)
 	for _, c := range []json.RawMessage{p, keptP} {
 		if err := b.Commit(ctx, c); err != nil {
@@ -937,5 +938,112 @@ func TestNoConditionalWrites(t *testing.T) {
 	}
 	if rejected.Load() == 0 {
 		t.Fatal("no conditional request was sent")
+	}
+}
+
+// TestPersistAsyncOverlapsWrites: the bytes written after PersistAsync
+// returns (including a whole part that goes up meanwhile, and a close for
+// commit before the wait) are not in the resumable; resuming from it gives
+// exactly the barrier's bytes.
+func TestPersistAsyncOverlapsWrites(t *testing.T) {
+	h, b := setup(t)
+	ctx := t.Context()
+	a, more, c := pattern(1, 5*mib+1000), pattern(2, 6*mib), pattern(3, 3000)
+	w := open(t, b, "async/part-0-r1-1.txt")
+	write(t, w, a)
+	wait, err := w.PersistAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		r   json.RawMessage
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := wait(ctx)
+		done <- result{r, err}
+	}()
+	write(t, w, more) // part 2 fills and goes up beside the wait
+	pending, _ := closeForCommit(t, w)
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	var rec record
+	if err := json.Unmarshal(res.r, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Length != int64(len(a)) || len(rec.Parts) != 1 || rec.TailLength != 1000 || len(rec.Tail) != 1 || rec.Tail[0].CRC32 == "" {
+		t.Fatalf("resumable %s: want the %d bytes of the barrier: 1 part and a 1000-byte tail with its CRC", res.r, len(a))
+	}
+	// The upload now holds parts 1-3 (the close uploaded the rest); a
+	// restore from the resumable continues at part 2 and completes without
+	// the bytes written after the barrier.
+	w = resume(t, b, res.r, int64(len(a)))
+	write(t, w, c)
+	p, prec := closeForCommit(t, w)
+	if len(prec.Parts) != 2 {
+		t.Fatalf("pending after resume lists %d parts, want 2", len(prec.Parts))
+	}
+	if err := b.Commit(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	h.wantTarget(t, "async/part-0-r1-1.txt", cat(a, c))
+	// The pending of the first writer names parts that were overwritten by
+	// the resumed writer: committing it now is not silently accepted.
+	if err := b.Commit(ctx, pending); err == nil {
+		t.Fatal("Commit of the superseded pending succeeded")
+	}
+}
+
+// TestTailPolicy: many persists of small amounts keep the resumable within
+// maxTailObjects (deltas merged, merges consolidated), every resumable
+// resumes to its exact bytes, and the bytes re-sent stay a small multiple
+// of the bytes written.
+func TestTailPolicy(t *testing.T) {
+	_, b := setup(t)
+	w := open(t, b, "policy/part-0-r1-1.txt")
+	var all []byte
+	var resumables []json.RawMessage
+	var sent int64
+	var prev record
+	maxSeen := 0
+	for i := range 200 {
+		chunk := pattern(10+i, 1000+i)
+		write(t, w, chunk)
+		all = append(all, chunk...)
+		r, rec := persist(t, w)
+		if rec.TailLength != int64(len(all)) {
+			t.Fatalf("persist %d: tail holds %d bytes, want %d", i, rec.TailLength, len(all))
+		}
+		for _, tr := range rec.Tail {
+			if !slices.Contains(prev.Tail, tr) {
+				sent += tr.Length
+			}
+		}
+		maxSeen = max(maxSeen, len(rec.Tail))
+		prev = rec
+		if i%37 == 0 || i == 199 {
+			resumables = append(resumables, r)
+		}
+	}
+	w.Close()
+	if maxSeen > maxTailObjects {
+		t.Fatalf("a resumable listed %d tail objects, limit %d", maxSeen, maxTailObjects)
+	}
+	if maxSeen <= minDeltas {
+		t.Fatalf("at most %d tail objects in 200 persists: deltas were never kept", maxSeen)
+	}
+	if sent > 4*int64(len(all)) {
+		t.Fatalf("%d tail bytes sent for %d bytes written", sent, len(all))
+	}
+	for _, r := range resumables {
+		var rec record
+		if err := json.Unmarshal(r, &rec); err != nil {
+			t.Fatal(err)
+		}
+		w := resume(t, b, r, rec.Length)
+		w.Close()
 	}
 }

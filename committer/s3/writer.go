@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -17,63 +19,100 @@ import (
 	"github.com/filesink/filesink/committer"
 )
 
-// writer is one multipart upload: a committer.PartWriter and
-// committer.Limited. Not safe for concurrent use; its part uploads run on
-// their own goroutines.
+// writer is one multipart upload: a committer.PartWriter,
+// committer.AsyncPersister and committer.Limited. Not safe for concurrent
+// use, except that the function PersistAsync returns may run beside the
+// other methods; its part uploads and tail puts run on their own
+// goroutines.
 type writer struct {
 	b   *Backend
 	rec record // target, key, upload id, id; parts and tail as last persisted
 
-	ctx    context.Context // of the part uploads; canceled by Close
-	cancel context.CancelFunc
-	sem    chan struct{} // one token per part upload in flight
+	ctx     context.Context // of the part uploads; canceled by Close
+	cancel  context.CancelFunc
+	sem     chan struct{} // one token per part upload in flight
+	backlog chan struct{} // one token per part started by Write and not finished
+	running sync.WaitGroup
 
 	mu       sync.Mutex
-	finished map[int32]partRec // part uploads done, not yet collected
+	results  map[int32]partRec // finished parts (and resumed ones), by number
+	have     int32             // parts 1..have are all in results
+	changed  chan struct{}     // closed (and replaced) when results or asyncErr change
 	asyncErr error             // first failed part upload
 
-	parts   []partRec // collected parts, numbered 1..len
-	next    int32     // number of the part being filled
-	inParts int64     // bytes in parts started (finished or in flight)
+	next    int32 // number of the part being filled
+	inParts int64 // bytes in parts started (finished or in flight)
 
 	spill  *spillFile // bytes of the part being filled; nil when none
 	size   int64      // bytes written, including resumed ones
 	err    error      // sticky: the writer is broken
 	closed bool
 	// tail lists the tail objects that hold, in order, the first tailBytes
-	// bytes of the spill file.
+	// bytes of the spill file; the first merged of them each hold the bytes
+	// of several persists, the others one persist's bytes (deltas). The
+	// last entry's CRC is filled in when op, its put, is resolved.
 	tail      []tailRec
 	tailBytes int64
+	merged    int
+	op        *tailOp
+	// deltaLimit is how many deltas are merged into one object at the next
+	// persist; drawn anew after each merge, so that the writers of a sink
+	// do not all rewrite their tails at the same checkpoint.
+	deltaLimit int
+	rnd        *rand.Rand
 }
 
+// Tail object policy: a persist stores the bytes written since the last one
+// as a new object (a delta); once a part has deltaLimit deltas, the next
+// persist merges them with its own bytes into one object; once it has
+// maxMerged merged objects, the next merge rewrites the whole tail as one.
+// So a resumable lists at most maxMerged+maxDeltas objects, and a byte is
+// re-sent about once on average.
+const (
+	minDeltas = 8
+	maxDeltas = 16
+	maxMerged = 8
+)
+
 var (
-	_ committer.PartWriter = (*writer)(nil)
-	_ committer.Limited    = (*writer)(nil)
+	_ committer.PartWriter     = (*writer)(nil)
+	_ committer.AsyncPersister = (*writer)(nil)
+	_ committer.Limited        = (*writer)(nil)
 )
 
 func newWriter(b *Backend, r record) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
+	seed := crc32.ChecksumIEEE([]byte(r.ID + r.Key))
 	w := &writer{
 		b: b, rec: r, ctx: ctx, cancel: cancel,
-		sem:      make(chan struct{}, b.o.concurrency),
-		finished: map[int32]partRec{},
-		parts:    append([]partRec(nil), r.Parts...),
-		next:     int32(len(r.Parts)) + 1,
-		inParts:  r.BytesInParts,
-		size:     r.Length,
+		sem:     make(chan struct{}, b.o.concurrency),
+		backlog: make(chan struct{}, b.o.concurrency),
+		results: make(map[int32]partRec, len(r.Parts)),
+		changed: make(chan struct{}),
+		next:    int32(len(r.Parts)) + 1,
+		have:    int32(len(r.Parts)),
+		inParts: r.BytesInParts,
+		size:    r.Length,
+		rnd:     rand.New(rand.NewPCG(uint64(seed), 0x66696c6573696e6b)),
 	}
+	for _, p := range r.Parts {
+		w.results[p.Number] = p
+	}
+	w.deltaLimit = w.drawDeltaLimit()
 	return w
 }
 
-// spillFile holds the bytes of one part on local disk, with their CRC-32
-// and the CRC-32 of the bytes after a mark (the bytes not yet in a tail
-// object).
+func (w *writer) drawDeltaLimit() int { return minDeltas + w.rnd.IntN(maxDeltas-minDeltas+1) }
+
+// spillFile holds the bytes of one part on local disk, with their CRC-32.
+// It is shared by the writer, the part upload and tail puts that read it,
+// and closed when the last of them releases it.
 type spillFile struct {
-	f       *os.File
-	name    string // non-empty while the file must still be removed by name
-	n       int64
-	crc     uint32
-	markCRC uint32
+	f    *os.File
+	name string // non-empty while the file must still be removed by name
+	n    int64
+	crc  uint32
+	refs atomic.Int32
 }
 
 func (b *Backend) newSpill() (*spillFile, error) {
@@ -82,6 +121,7 @@ func (b *Backend) newSpill() (*spillFile, error) {
 		return nil, fmt.Errorf("s3: spill file: %w", err)
 	}
 	s := &spillFile{f: f, name: f.Name()}
+	s.refs.Store(1)
 	// Unlinked at once where the OS allows it: the bytes live as long as
 	// the descriptor, and a crash leaves nothing behind.
 	if os.Remove(f.Name()) == nil {
@@ -93,14 +133,18 @@ func (b *Backend) newSpill() (*spillFile, error) {
 func (s *spillFile) write(p []byte) error {
 	n, err := s.f.Write(p)
 	s.crc = crc32.Update(s.crc, crc32.IEEETable, p[:n])
-	s.markCRC = crc32.Update(s.markCRC, crc32.IEEETable, p[:n])
 	s.n += int64(n)
 	return err
 }
 
 func (s *spillFile) reader() io.ReadSeeker { return io.NewSectionReader(s.f, 0, s.n) }
 
+func (s *spillFile) retain() { s.refs.Add(1) }
+
 func (s *spillFile) release() {
+	if s.refs.Add(-1) != 0 {
+		return
+	}
 	s.f.Close()
 	if s.name != "" {
 		os.Remove(s.name)
@@ -170,7 +214,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		w.size += int64(n)
 		p = p[n:]
 		if w.spill.n == w.b.o.partSize && int(w.next) < w.b.o.maxParts {
-			if err := w.startPart(); err != nil {
+			if err := w.startPart(true); err != nil {
 				return written, err
 			}
 		}
@@ -185,43 +229,72 @@ func (w *writer) Size() int64 { return w.size }
 // the last one the upload may have.
 func (w *writer) MustRoll() bool { return int(w.next) >= w.b.o.maxParts }
 
-// startPart uploads the spill file (possibly empty or nil) as part w.next in
-// the background, waiting for a free upload slot first.
-func (w *writer) startPart() error {
+// startPart uploads the spill file (possibly empty or nil) as part w.next
+// in the background. With backpressure set (a part filled by Write) it
+// first waits until fewer than the writer's concurrency of such parts are
+// unfinished; a part started by a checkpoint or a close does not wait.
+func (w *writer) startPart(backpressure bool) error {
 	s := w.spill
-	w.spill, w.tail, w.tailBytes = nil, nil, 0
+	w.spill, w.tail, w.tailBytes, w.merged = nil, nil, 0, 0
+	if backpressure {
+		select {
+		case w.backlog <- struct{}{}:
+		case <-w.ctx.Done():
+			if s != nil {
+				s.release()
+			}
+			return w.ctx.Err()
+		}
+	}
 	number := w.next
 	var size int64
 	if s != nil {
 		size = s.n
 	}
-	select {
-	case w.sem <- struct{}{}:
-	case <-w.ctx.Done():
-		if s != nil {
-			s.release()
-		}
-		return w.ctx.Err()
-	}
 	w.next++
 	w.inParts += size
+	w.running.Add(1)
 	go func() {
-		p, err := w.uploadPart(number, s)
+		defer w.running.Done()
+		var p partRec
+		var err error
+		select {
+		case w.sem <- struct{}{}:
+			p, err = w.uploadPart(number, s)
+			<-w.sem
+		case <-w.ctx.Done():
+			err = w.ctx.Err()
+		}
 		if s != nil {
 			s.release()
 		}
-		w.mu.Lock()
-		if err != nil {
-			if w.asyncErr == nil {
-				w.asyncErr = err
-			}
-		} else {
-			w.finished[number] = p
+		w.finished(number, p, err)
+		if backpressure {
+			<-w.backlog
 		}
-		w.mu.Unlock()
-		<-w.sem // the result is recorded before the token is returned
 	}()
 	return nil
+}
+
+// finished records the outcome of part number's upload and wakes waiters.
+func (w *writer) finished(number int32, p partRec, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.asyncErr == nil {
+			w.asyncErr = err
+		}
+	} else {
+		w.results[number] = p
+		for {
+			if _, ok := w.results[w.have+1]; !ok {
+				break
+			}
+			w.have++
+		}
+	}
+	close(w.changed)
+	w.changed = make(chan struct{})
 }
 
 func (w *writer) uploadPart(number int32, s *spillFile) (partRec, error) {
@@ -254,107 +327,180 @@ func (w *writer) uploadPart(number int32, s *spillFile) (partRec, error) {
 	return p, nil
 }
 
-// drain waits for every part upload in flight and collects their results.
-// On return no byte is in flight.
-func (w *writer) drain(ctx context.Context) error {
-	if err := w.acquireAll(ctx.Done()); err != nil {
-		return ctx.Err()
+// waitParts returns when parts 1..n have been uploaded, with the first
+// failed upload's error, or when ctx is done. Safe for concurrent use.
+func (w *writer) waitParts(ctx context.Context, n int32) error {
+	for {
+		w.mu.Lock()
+		err, have, ch := w.asyncErr, w.have, w.changed
+		w.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if have >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	if err := w.usable(); err != nil {
-		return err
-	}
+}
+
+// partsUpTo returns the records of parts 1..n, all uploaded. Safe for
+// concurrent use.
+func (w *writer) partsUpTo(n int32) []partRec {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for int32(len(w.parts))+1 < w.next {
-		p, ok := w.finished[int32(len(w.parts))+1]
-		if !ok {
-			// Cannot happen: every started part finished or failed.
-			w.err = fmt.Errorf("s3: %s: part %d neither finished nor failed", w.where(), len(w.parts)+1)
-			return w.err
-		}
-		delete(w.finished, p.Number)
-		w.parts = append(w.parts, p)
+	ps := make([]partRec, n)
+	for i := range ps {
+		ps[i] = w.results[int32(i)+1]
 	}
-	return nil
+	return ps
 }
 
-// acquireAll waits until no part upload is in flight (it holds every
-// upload token, then gives them back), or until done is closed.
-func (w *writer) acquireAll(done <-chan struct{}) error {
-	n := 0
-	defer func() {
-		for range n {
-			<-w.sem
-		}
-	}()
-	for n < cap(w.sem) {
-		select {
-		case w.sem <- struct{}{}:
-			n++
-		case <-done:
-			return errors.New("canceled")
-		}
-	}
-	return nil
-}
-
-// Persist implements committer.PartWriter: it waits for the part uploads in
-// flight, then stores the bytes written since the last Persist as a new
-// tail object (the whole tail as one object when the resumable lists
-// maxTailObjects of them already), or uploads the bytes after the last part
-// as a part when they reach MinPartSize; and returns the resumable. A nil
-// error means the returned resumable's bytes are durable in the store.
+// Persist implements committer.PartWriter: PersistAsync, then its wait.
 func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
+	wait, err := w.PersistAsync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return wait(ctx)
+}
+
+// PersistAsync implements committer.AsyncPersister. It uploads the bytes
+// after the last part as a part when they reach MinPartSize, and otherwise
+// stores the bytes written since the last persist as a tail object (see
+// the tail object policy); both run in the background. The returned
+// function waits for them and for every part started before, and returns
+// the resumable; a nil error from it means the resumable's bytes are
+// durable in the store. Bytes written after PersistAsync returns are not
+// part of that resumable.
+func (w *writer) PersistAsync(ctx context.Context) (func(context.Context) (json.RawMessage, error), error) {
 	if err := w.usable(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if w.spill != nil && w.spill.n >= MinPartSize && int(w.next) < w.b.o.maxParts {
-		// A part is cheaper than tail objects: its bytes go up once.
-		if err := w.startPart(); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.drain(ctx); err != nil {
+	if err := w.resolveTail(); err != nil {
 		return nil, err
 	}
-	if w.spill != nil && w.spill.n > w.tailBytes {
-		if len(w.tail) >= maxTailObjects {
-			if err := w.putTail(ctx, 0); err != nil {
-				return nil, err
-			}
-		} else if err := w.putTail(ctx, w.tailBytes); err != nil {
+	if w.spill != nil && w.spill.n >= MinPartSize && int(w.next) < w.b.o.maxParts {
+		// A part is cheaper than tail objects: its bytes go up once.
+		if err := w.startPart(false); err != nil {
 			return nil, err
 		}
 	}
+	barrier := w.next - 1
 	r := w.rec
 	r.Kind = kindResumable
-	r.Parts = append([]partRec(nil), w.parts...)
 	r.BytesInParts = w.inParts
+	r.Length = w.size
+	var op *tailOp
+	if w.spill != nil && w.spill.n > w.tailBytes {
+		op = w.putTail(ctx)
+	}
 	r.Tail = append([]tailRec(nil), w.tail...)
 	r.TailLength = w.tailBytes
-	r.Length = w.size
 	if r.Length != r.BytesInParts+r.TailLength {
 		w.err = fmt.Errorf("s3: persist %s: %d bytes written, %d in parts and %d in tail objects", w.where(), r.Length, r.BytesInParts, r.TailLength)
 		return nil, w.err
 	}
-	return json.Marshal(r)
+	return func(ctx context.Context) (json.RawMessage, error) {
+		if op != nil {
+			stop := context.AfterFunc(ctx, op.cancel)
+			<-op.done
+			stop()
+			if op.err != nil {
+				return nil, op.err
+			}
+			r.Tail[len(r.Tail)-1] = op.rec
+		}
+		if err := w.waitParts(ctx, barrier); err != nil {
+			return nil, err
+		}
+		r.Parts = w.partsUpTo(barrier)
+		return json.Marshal(r)
+	}, nil
 }
 
-// putTail writes the spill file from offset from (0 or tailBytes) to its
-// end as a new tail object, replacing the tail list (from 0) or extending
-// it. Every tail object has a new name: one that an older checkpoint
-// references is never replaced.
-func (w *writer) putTail(ctx context.Context, from int64) error {
+// tailOp is a tail object being put in the background.
+type tailOp struct {
+	spill  *spillFile
+	cancel context.CancelFunc
+	done   chan struct{} // closed when rec or err is set
+	rec    tailRec
+	err    error
+}
+
+// resolveTail completes the tail list with the outcome of the last tail
+// put, waiting for it if it still runs (only when its persist was
+// abandoned).
+func (w *writer) resolveTail() error {
+	op := w.op
+	if op == nil {
+		return nil
+	}
+	<-op.done
+	w.op = nil
+	if op.err != nil {
+		w.err = op.err
+		return w.err
+	}
+	if op.spill == w.spill && len(w.tail) > 0 {
+		w.tail[len(w.tail)-1] = op.rec
+	}
+	return nil
+}
+
+// putTail starts the put of a new tail object for the spill file's bytes
+// after the tail (a delta), or for those and the deltas before them (a
+// merge), or for all of them; it updates the tail list at once, its last
+// entry waiting for the put's CRC.
+func (w *writer) putTail(ctx context.Context) *tailOp {
 	s := w.spill
+	from, keep := w.tailBytes, len(w.tail)
+	if deltas := len(w.tail) - w.merged; deltas >= w.deltaLimit {
+		w.deltaLimit = w.drawDeltaLimit()
+		if w.merged >= maxMerged {
+			from, keep, w.merged = 0, 0, 1
+		} else {
+			from = 0
+			for _, t := range w.tail[:w.merged] {
+				from += t.Length
+			}
+			keep = w.merged
+			w.merged++
+		}
+	}
 	key := w.b.newTailKey(w.rec.Target)
 	n := s.n - from
-	crc := s.markCRC
-	if from == 0 {
-		crc = s.crc
+	w.tail = append(w.tail[:keep:keep], tailRec{Key: key, Length: n})
+	w.tailBytes = s.n
+	putCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	op := &tailOp{spill: s, cancel: cancel, done: make(chan struct{})}
+	w.op = op
+	s.retain()
+	w.running.Add(1)
+	go func() {
+		defer w.running.Done()
+		defer close(op.done)
+		defer cancel()
+		defer s.release()
+		op.rec, op.err = w.putTailObject(putCtx, s, key, from, n)
+	}()
+	return op
+}
+
+// putTailObject writes bytes [from, from+n) of s as the tail object key.
+func (w *writer) putTailObject(ctx context.Context, s *spillFile, key string, from, n int64) (tailRec, error) {
+	h := crc32.NewIEEE()
+	if _, err := io.Copy(h, io.NewSectionReader(s.f, from, n)); err != nil {
+		return tailRec{}, fmt.Errorf("s3: persist %s: spill file: %w", w.where(), err)
 	}
+	crc := h.Sum32()
 	in := &s3api.PutObjectInput{
 		Bucket: &w.b.bucket, Key: &key, Body: io.NewSectionReader(s.f, from, n), ContentLength: aws.Int64(n),
 		ContentType:          aws.String("application/octet-stream"),
@@ -365,17 +511,9 @@ func (w *writer) putTail(ctx context.Context, from int64) error {
 		in.ChecksumCRC32 = crcBase64(crc)
 	}
 	if _, err := w.b.client.PutObject(ctx, in, w.b.call()); err != nil {
-		return fmt.Errorf("s3: persist %s: write tail object %s: %w", w.where(), w.b.objURL(key), err)
+		return tailRec{}, fmt.Errorf("s3: persist %s: write tail object %s: %w", w.where(), w.b.objURL(key), err)
 	}
-	t := tailRec{Key: key, Length: n, CRC32: *crcBase64(crc)}
-	if from == 0 {
-		w.tail = []tailRec{t}
-	} else {
-		w.tail = append(w.tail, t)
-	}
-	w.tailBytes = s.n
-	s.markCRC = 0
-	return nil
+	return tailRec{Key: key, Length: n, CRC32: *crcBase64(crc)}, nil
 }
 
 // loadTail reads the tail objects of r into a new spill file and checks
@@ -397,12 +535,13 @@ func (w *writer) loadTail(ctx context.Context, r record) error {
 			return fmt.Errorf("s3: resume %s: read tail object %s: %w", w.where(), tailURL, err)
 		}
 		start := s.n
-		s.markCRC = 0
+		var crc uint32
 		// Read one byte more than recorded to tell longer from equal.
 		src := io.LimitReader(out.Body, t.Length+1)
 		for {
 			n, rerr := src.Read(buf)
 			if n > 0 {
+				crc = crc32.Update(crc, crc32.IEEETable, buf[:n])
 				if werr := s.write(buf[:n]); werr != nil {
 					out.Body.Close()
 					return fmt.Errorf("s3: resume %s: spill file: %w", w.where(), werr)
@@ -420,13 +559,13 @@ func (w *writer) loadTail(ctx context.Context, r record) error {
 		if got := s.n - start; got != t.Length {
 			return dataLoss("s3: resume %s: tail object %s has %d bytes, the checkpoint recorded %d", w.where(), tailURL, got, t.Length)
 		}
-		if got := *crcBase64(s.markCRC); got != t.CRC32 {
+		if got := *crcBase64(crc); got != t.CRC32 {
 			return dataLoss("s3: resume %s: tail object %s has CRC-32 %s, the checkpoint recorded %s", w.where(), tailURL, got, t.CRC32)
 		}
 	}
-	s.markCRC = 0
 	w.tail = append([]tailRec(nil), r.Tail...)
 	w.tailBytes = s.n
+	w.merged = len(w.tail)
 	return nil
 }
 
@@ -442,16 +581,17 @@ func (w *writer) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	if (w.spill != nil && w.spill.n > 0) || w.next == 1 {
-		if err := w.startPart(); err != nil {
+		if err := w.startPart(false); err != nil {
 			return nil, err
 		}
 	}
-	if err := w.drain(ctx); err != nil {
+	last := w.next - 1
+	if err := w.waitParts(ctx, last); err != nil {
 		return nil, err
 	}
 	r := w.rec
 	r.Kind = kindPending
-	r.Parts = append([]partRec(nil), w.parts...)
+	r.Parts = w.partsUpTo(last)
 	r.BytesInParts = w.inParts
 	r.Length = w.size
 	r.Tail, r.TailLength = nil, 0
@@ -468,7 +608,8 @@ func (w *writer) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
 }
 
 // Close implements committer.PartWriter: it stops the part uploads in
-// flight and removes the spill files. The upload and the tail objects stay:
+// flight, waits for the tail puts of persists (their results may still be
+// awaited by a concurrent PersistAsync wait), and removes the spill files. The upload and the tail objects stay:
 // a checkpoint may reference them (the sweep removes orphans).
 func (w *writer) Close() error {
 	if w.closed {
@@ -476,7 +617,7 @@ func (w *writer) Close() error {
 	}
 	w.closed = true
 	w.cancel()
-	w.acquireAll(nil)
+	w.running.Wait()
 	if w.spill != nil {
 		w.spill.release()
 		w.spill = nil
