@@ -172,7 +172,7 @@ func TestEmptyCheckpoints(t *testing.T) {
 	}
 	j.close()
 	var markers int
-	if err := e.admin.QueryRow("SELECT COUNT(*) FROM "+e.db+".filesink_xa_marker WHERE checkpoint BETWEEN 1 AND 3 AND row_count = 0").Scan(&markers); err != nil {
+	if err := e.admin.QueryRow("SELECT COUNT(*) FROM " + e.db + ".filesink_xa_marker WHERE checkpoint BETWEEN 1 AND 3 AND row_count = 0").Scan(&markers); err != nil {
 		t.Fatal(err)
 	}
 	if markers != 3 {

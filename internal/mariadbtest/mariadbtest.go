@@ -172,8 +172,9 @@ func sanitize(s string, n int) string {
 }
 
 // Open returns a pool of connections to database db whose connections can
-// be crashed or cut (see DB), with innodb_lock_wait_timeout 10 s. It is
-// closed when t ends.
+// be crashed or cut (see DB), with innodb_lock_wait_timeout 10 s and the
+// driver's log discarded. When t ends every connection it dialed is closed,
+// including connections pinned by the code under test.
 func (s *Server) Open(t testing.TB, db string) *DB {
 	t.Helper()
 	d := &DB{conns: map[*faultConn]struct{}{}}
@@ -198,8 +199,12 @@ func (s *Server) Open(t testing.TB, db string) *DB {
 		d.mu.Unlock()
 		return fc, nil
 	}
+	cfg.Logger = quiet{} // Crash and CutReply make the driver complain
 	d.DB = sql.OpenDB(mustConnector(cfg))
-	t.Cleanup(func() { d.DB.Close() })
+	t.Cleanup(func() {
+		d.Crash() // connections pinned by code under test too
+		d.DB.Close()
+	})
 	return d
 }
 
@@ -212,6 +217,14 @@ type DB struct {
 	conns   map[*faultConn]struct{}
 	crashed bool
 	cut     []byte // CutReply's text, until a statement matches
+	cuts    int
+}
+
+// Cuts returns how many replies CutReply made the pool lose.
+func (d *DB) Cuts() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cuts
 }
 
 // Crash closes every network connection of the pool, as the death of the
@@ -277,6 +290,9 @@ func (c *faultConn) Read(p []byte) (int, error) {
 	// Wait for the reply (the statement has run), then lose it.
 	_, _ = c.Conn.Read(p)
 	c.Close()
+	c.db.mu.Lock()
+	c.db.cuts++
+	c.db.mu.Unlock()
 	return 0, io.ErrUnexpectedEOF
 }
 
@@ -286,3 +302,7 @@ func (c *faultConn) Close() error {
 	c.db.mu.Unlock()
 	return c.Conn.Close()
 }
+
+type quiet struct{}
+
+func (quiet) Print(...any) {}
