@@ -280,3 +280,85 @@ func TestSweepEvery(t *testing.T) {
 		t.Fatalf("final checkpoint did not sweep: %d sweeps", p.sweeps)
 	}
 }
+
+// asyncFake is a fake whose phase 1 completes only when its gate opens.
+type asyncFake struct {
+	*fake
+	gate chan struct{}
+}
+
+func (f *asyncFake) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
+	snap, err := f.Prepare(ctx, id, final)
+	return func(ctx context.Context) (committer.Snapshot, error) {
+		select {
+		case <-f.gate:
+			return snap, err
+		case <-ctx.Done():
+			return committer.Snapshot{}, ctx.Err()
+		}
+	}, nil
+}
+
+// Begin takes the barrier; Decide waits for the asynchronous phase 1 and
+// writes the record; nothing else runs in between.
+func TestBeginDecide(t *testing.T) {
+	ctx := context.Background()
+	w := &world{}
+	store := newStore(t)
+	a := &asyncFake{fake: &fake{name: "a", w: w}, gate: make(chan struct{})}
+	b := &fake{name: "b", w: w}
+	c, err := committer.New(store, []committer.Participant{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ph, err := c.Begin(ctx, json.RawMessage(`7`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Begin(ctx, nil, false); err == nil {
+		t.Fatal("a second Begin before Decide succeeded")
+	}
+	if err := c.Commit(ctx, 0); err == nil {
+		t.Fatal("Commit while a checkpoint is begun succeeded")
+	}
+	// Not decided while the participant's phase 1 runs.
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := ph.Decide(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Decide before phase 1 completed: %v", err)
+	}
+	if recs, err := recovery.Retained(ctx, store); err != nil || len(recs) != 0 {
+		t.Fatalf("records after an unfinished phase 1: %v, %v", recs, err)
+	}
+	// The failed Decide broke the coordinator; a new one recovers and runs
+	// the protocol with the gate open.
+	close(a.gate)
+	c, err = committer.New(store, []committer.Participant{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ph, err = c.Begin(ctx, json.RawMessage(`8`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := ph.Decide(ctx)
+	if err != nil || id != ph.ID() {
+		t.Fatalf("Decide = %d, %v; want %d", id, err, ph.ID())
+	}
+	if _, err := ph.Decide(ctx); err == nil {
+		t.Fatal("a second Decide of the same checkpoint succeeded")
+	}
+	if err := c.Commit(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("a@%d", id), fmt.Sprintf("b@%d", id)}
+	if !slices.Equal(w.published, want) {
+		t.Fatalf("published %v, want %v", w.published, want)
+	}
+}
