@@ -78,12 +78,17 @@
 //
 // # Locks
 //
-// A branch holds its row locks from its writes until XA COMMIT. In Upsert
-// and Increment modes, two subtasks that write the same key therefore wait
-// for each other's branches, and a second checkpoint prepared before the
-// first one's commit waits for it: route each key to one subtask (or run
-// one), and commit each checkpoint before writing the next (the pipeline
-// does). A lock wait timeout fails the checkpoint with an explanation.
+// A branch holds its row locks from its writes until XA COMMIT. The
+// pipeline overlaps checkpoint N's decide and commit with the records of
+// N+1 and calls Commit from the goroutine that calls Write, so while a
+// prepared branch is held (its Commit not yet called) the sink keeps the
+// next checkpoint's rows in memory instead of sending them, up to 64
+// batches (then it sends them and may wait for locks); otherwise a row of
+// N+1 on a key that N wrote would wait for a commit queued behind it. In
+// Upsert and Increment modes, two subtasks that write the same key wait
+// for each other's branches, which end only after every subtask prepared:
+// route each key to one subtask, or run one. A lock wait timeout fails the
+// checkpoint with this explanation.
 //
 // # Server requirements
 //

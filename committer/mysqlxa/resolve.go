@@ -285,8 +285,7 @@ func (s *Sink) abandon() {
 		discard(pc)
 		delete(s.held, k)
 	}
-	clear(s.args)
-	s.args, s.rows, s.bytes = s.args[:0], 0, 0
+	s.reset()
 }
 
 // Sweep implements committer.Participant: it rolls back every prepared

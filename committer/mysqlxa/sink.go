@@ -24,6 +24,10 @@ import (
 // log, so records with ever new field names cannot grow it.
 const maxIgnoredLogged = 256
 
+// deferFactor bounds the rows buffered while a prepared branch is held, in
+// batches (see full).
+const deferFactor = 64
+
 // Stats are running totals of a Sink, safe to read concurrently.
 type Stats struct {
 	Records    atomic.Int64 // records accepted by Write
@@ -57,6 +61,7 @@ type Sink struct {
 	held      map[string]*pconn // bqual -> connection holding that prepared branch
 	failed    error             // a branch failed: everything until Restore fails
 	args      []any             // buffered rows, len(cfg cols) values each
+	rowBytes  []int             // approximate bytes of each buffered row
 	rows      int               // rows in args
 	bytes     int               // approximate bytes in args
 	batch     int               // rows per full batch
@@ -244,8 +249,9 @@ func (s *Sink) Write(ctx context.Context, record []byte, origin source.Origin) e
 	}
 	s.rows++
 	s.bytes += size
+	s.rowBytes = append(s.rowBytes, size)
 	s.stats.Records.Add(1)
-	if s.rows >= s.batch || s.bytes >= s.cfg.BatchBytes {
+	if s.full() {
 		return s.flush(ctx)
 	}
 	return nil
@@ -261,7 +267,7 @@ func (s *Sink) fail(err error) error {
 		discard(s.br.pc)
 		s.br = nil
 	}
-	s.args, s.rows, s.bytes = s.args[:0], 0, 0
+	s.reset()
 	if s.failed == nil {
 		s.failed = fmt.Errorf("%w (the branch was abandoned; the job must recover from its last checkpoint)", err)
 	}
@@ -327,7 +333,8 @@ func (s *Sink) begin(ctx context.Context) error {
 	return nil
 }
 
-// flush sends the buffered rows into the branch.
+// flush sends the buffered rows into the branch, in statements of at most
+// s.batch rows and about BatchBytes bytes.
 func (s *Sink) flush(ctx context.Context) error {
 	if s.rows == 0 {
 		return nil
@@ -336,26 +343,56 @@ func (s *Sink) flush(ctx context.Context) error {
 		return err
 	}
 	pc := s.br.pc
-	var err error
-	if s.rows == s.batch {
-		if pc.stmt == nil {
-			pc.stmt, err = pc.conn.PrepareContext(ctx, s.tbl.statement(s.batch))
+	ncol := len(s.tbl.cols)
+	row := 0
+	for row < s.rows {
+		n, size := 0, 0
+		for row+n < s.rows && n < s.batch && (n == 0 || size+s.rowBytes[row+n] <= s.cfg.BatchBytes) {
+			size += s.rowBytes[row+n]
+			n++
 		}
-		if err == nil {
-			_, err = pc.stmt.ExecContext(ctx, s.args...)
+		args := s.args[row*ncol : (row+n)*ncol]
+		var err error
+		if n == s.batch {
+			if pc.stmt == nil {
+				pc.stmt, err = pc.conn.PrepareContext(ctx, s.tbl.statement(s.batch))
+			}
+			if err == nil {
+				_, err = pc.stmt.ExecContext(ctx, args...)
+			}
+		} else {
+			_, err = pc.conn.ExecContext(ctx, s.tbl.statement(n), args...)
 		}
-	} else {
-		_, err = pc.conn.ExecContext(ctx, s.tbl.statement(s.rows), s.args...)
+		if err != nil {
+			return s.fail(fmt.Errorf("mysqlxa: table %s: checkpoint %d: insert of %d rows in branch %s: %w%s",
+				s.tbl.display, s.next, n, s.br.xid, err, lockHint(err)))
+		}
+		s.br.rows += int64(n)
+		s.stats.Rows.Add(int64(n))
+		row += n
 	}
-	if err != nil {
-		return s.fail(fmt.Errorf("mysqlxa: table %s: checkpoint %d: insert of %d rows in branch %s: %w%s",
-			s.tbl.display, s.next, s.rows, s.br.xid, err, lockHint(err)))
-	}
-	s.br.rows += int64(s.rows)
-	s.stats.Rows.Add(int64(s.rows))
-	clear(s.args) // drop references to strings and byte slices
-	s.args, s.rows, s.bytes = s.args[:0], 0, 0
+	s.reset()
 	return nil
+}
+
+// reset empties the buffer, dropping references to strings and slices.
+func (s *Sink) reset() {
+	clear(s.args)
+	s.args, s.rowBytes, s.rows, s.bytes = s.args[:0], s.rowBytes[:0], 0, 0
+}
+
+// full reports whether the buffered rows must be sent now. While this Sink
+// holds a prepared branch (checkpoint N is prepared, its commit not yet
+// called), rows of N+1 stay buffered: in upsert and increment modes they
+// may need row locks that N's branch holds until its XA COMMIT, and the
+// pipeline calls Commit(N) from the goroutine that calls Write, so sending
+// them would wait for a commit queued behind the wait. Up to deferFactor
+// batches are buffered that way; beyond, they are sent anyway.
+func (s *Sink) full() bool {
+	if len(s.held) > 0 {
+		return s.rows >= deferFactor*s.batch || s.bytes >= deferFactor*s.cfg.BatchBytes
+	}
+	return s.rows >= s.batch || s.bytes >= s.cfg.BatchBytes
 }
 
 // Prepare implements committer.Participant (phase 1 of checkpoint id): it
