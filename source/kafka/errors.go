@@ -47,11 +47,16 @@ func (e *UnknownTopicError) Unwrap() error { return ErrUnknownTopic }
 type UnreachableError struct {
 	Brokers []string
 	Timeout time.Duration
-	Err     error // the last error of the client, or context.DeadlineExceeded
+	Err     error  // the last error of the client, or context.DeadlineExceeded
+	Hint    string // another possible cause, e.g. failed authentication
 }
 
 func (e *UnreachableError) Error() string {
-	return "kafka: cannot reach brokers " + strings.Join(e.Brokers, ",") + " (connect timeout " + e.Timeout.String() + "): " + e.Err.Error()
+	s := "kafka: cannot reach brokers " + strings.Join(e.Brokers, ",") + " (connect timeout " + e.Timeout.String() + "): " + e.Err.Error()
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
 }
 
 // Unwrap returns ErrUnreachable and the cause.

@@ -129,10 +129,18 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("kafka: connect to brokers %s: %w", strings.Join(v.Brokers, ","), ctx.Err())
 		}
+		if _, ok := errors.AsType[*kerr.Error](err); ok {
+			// The brokers answered, with an error (authorization...).
+			return nil, fmt.Errorf("kafka: metadata of topics %s from brokers %s: %w", strings.Join(v.Topics, ","), strings.Join(v.Brokers, ","), err)
+		}
 		if last := hook.lastErr(); last != nil && cctx.Err() != nil {
 			err = last
 		}
-		return nil, &UnreachableError{Brokers: v.Brokers, Timeout: v.ConnectTimeout, Err: err}
+		ue := &UnreachableError{Brokers: v.Brokers, Timeout: v.ConnectTimeout, Err: err}
+		if v.SASL != nil {
+			ue.Hint = "or SASL authentication as " + strconv.Quote(v.SASL.User) + " with " + strings.ToUpper(v.SASL.Mechanism) + " failed"
+		}
+		return nil, ue
 	}
 	// The partitions that exist now.
 	exist := make(map[tp]bool)

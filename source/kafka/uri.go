@@ -242,18 +242,20 @@ func splitHostPort(b string) (string, string, error) {
 
 // RedactURI returns uri with the password of its user info, if any,
 // replaced by "REDACTED", for logs and errors. It errs on the side of
-// hiding: for a URI whose password holds an unencoded '/', '?' or '@', it
-// hides everything from the first ':' after "://" to the last '@'.
+// hiding: it hides everything from the first ':' after "://" (or from the
+// start, for text without "://") to the last '@', so that a password with
+// an unencoded '/', '?' or '@' is hidden too.
 func RedactURI(uri string) string {
-	i := strings.Index(uri, "://")
-	if i < 0 {
-		return uri
+	head, rest, ok := strings.Cut(uri, "://")
+	if ok {
+		head += "://"
+	} else {
+		head, rest = "", uri
 	}
-	rest := uri[i+3:]
 	at := strings.LastIndexByte(rest, '@')
 	colon := strings.IndexByte(rest, ':')
 	if at < 0 || colon < 0 || colon > at {
 		return uri
 	}
-	return uri[:i+3] + rest[:colon] + ":REDACTED" + rest[at:]
+	return head + rest[:colon] + ":REDACTED" + rest[at:]
 }
