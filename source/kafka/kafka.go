@@ -562,6 +562,11 @@ func (s *Source) probe(ctx context.Context) {
 	}
 }
 
+// probeMaxBytes is the fetch size of a probe: small, since a probe stops at
+// the first record the consumer would return (a broker returns at least one
+// whole batch whatever the limit).
+const probeMaxBytes = 1 << 20
+
 // probePartition reads p from p.next towards p.end with read_committed
 // isolation. It returns the offset it got to and true if no record (data
 // or marker) below p.end would be returned to a consumer; false if one
@@ -576,7 +581,7 @@ func (s *Source) probePartition(ctx context.Context, p *part, leader int32, topi
 		req.ReplicaID = -1
 		req.MaxWaitMillis = 0
 		req.MinBytes = 1
-		req.MaxBytes = s.cfg.FetchMaxBytes
+		req.MaxBytes = probeMaxBytes
 		req.IsolationLevel = 1
 		req.SessionEpoch = -1
 		rt := kmsg.NewFetchRequestTopic()
@@ -587,7 +592,7 @@ func (s *Source) probePartition(ctx context.Context, p *part, leader int32, topi
 		rp.FetchOffset = off
 		rp.CurrentLeaderEpoch = -1
 		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = s.cfg.FetchMaxBytes
+		rp.PartitionMaxBytes = probeMaxBytes
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		kresp, err := s.admCl.Broker(int(leader)).Request(ctx, req)

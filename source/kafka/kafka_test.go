@@ -476,3 +476,34 @@ func TestNextAfterEOFAndClose(t *testing.T) {
 		t.Fatal("not replayable")
 	}
 }
+
+// TestNextDoesNotAllocate: records served from a fetched batch cost no
+// allocation; the few per poll spread over many records.
+func TestNextDoesNotAllocate(t *testing.T) {
+	c := kafkatest.Start(t, kafkatest.Topic{Name: "t", Partitions: 1})
+	vals := make([]string, 2000)
+	for i := range vals {
+		vals[i] = fmt.Sprintf("record-%04d", i)
+	}
+	c.MustProduce(t, "t", 0, vals...)
+	cfg := testConfig(c, "t")
+	cfg.Bounded = true
+	s := mustOpen(t, cfg, nil)
+	readN(t, s, 1)
+	ctx := context.Background()
+	n := 0
+	avg := testing.AllocsPerRun(1000, func() {
+		r, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Value) != vals[r.Origin.Num] {
+			t.Fatalf("record %s = %q", r.Origin, r.Value)
+		}
+		n++
+	})
+	if avg > 0.5 {
+		t.Fatalf("%.2f allocations per Next", avg)
+	}
+	t.Logf("%.3f allocations per Next over %d records", avg, n)
+}
