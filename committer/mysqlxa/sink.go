@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/internal/jsonscan"
 	"github.com/filesink/filesink/source"
 )
 
@@ -67,7 +68,7 @@ type Sink struct {
 	batch     int               // rows per full batch
 	markBelow uint64            // marker rows of checkpoints below this go with the next branch
 	ignored   map[string]bool
-	fields    map[string]json.RawMessage // reused per record
+	vals      [][]byte // per column: the value's text in the record being written
 	stats     Stats
 	hook      func(point string) error // test seam, see at
 }
@@ -128,8 +129,9 @@ func New(ctx context.Context, db *sql.DB, cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{db: db, cfg: cfg, log: cfg.Logger.With("sink", "mysqlxa", "table", t.display, "subtask", cfg.Subtask),
-		tbl: t, mark: mk, held: map[string]*pconn{}, ignored: map[string]bool{}, fields: map[string]json.RawMessage{}}
+		tbl: t, mark: mk, held: map[string]*pconn{}, ignored: map[string]bool{}}
 	s.batch = min(cfg.BatchRows, maxPlaceholders/len(t.cols))
+	s.vals = make([][]byte, len(t.cols))
 	s.nonce = newNonce()
 	return s, nil
 }
@@ -203,23 +205,32 @@ func (s *Sink) Write(ctx context.Context, record []byte, origin source.Origin) e
 	if !s.restored {
 		return errors.New("mysqlxa: Write before Restore")
 	}
-	clear(s.fields)
-	if err := json.Unmarshal(record, &s.fields); err != nil {
-		reason := "not a JSON object"
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			reason = fmt.Sprintf("not JSON (%v at byte %d)", se, se.Offset)
+	if err := jsonscan.ObjectCheck(record); err != nil {
+		reason := "not JSON (" + err.Error() + ")"
+		if se, ok := err.(*jsonscan.SyntaxError); ok && se.Msg == "not a JSON object" {
+			reason = "not a JSON object"
 		}
 		return &RecordError{Origin: origin, Table: s.tbl.display, Reason: reason}
 	}
+	vals := s.vals
+	clear(vals)
+	objectFields(record, func(key, val []byte) {
+		k := keyBytes(key)
+		if i, ok := s.tbl.index[string(k)]; ok {
+			vals[i] = val // the last of duplicate keys wins, as in encoding/json
+		} else if len(s.ignored) < maxIgnoredLogged && !s.ignored[string(k)] {
+			s.ignored[string(k)] = true
+			s.log.Warn("field is not a written column of the table: ignored (logged once)", "field", string(k), "origin", origin)
+		}
+	})
 	n0 := len(s.args)
 	size := 0
 	for i := range s.tbl.cols {
 		c := &s.tbl.cols[i]
-		raw, ok := s.fields[c.name]
+		raw := vals[i]
 		var v any
 		switch {
-		case ok:
+		case raw != nil:
 			var why string
 			if v, why = convert(c, raw); why != "" {
 				s.args = s.args[:n0]
@@ -238,14 +249,6 @@ func (s *Sink) Write(ctx context.Context, record []byte, origin source.Origin) e
 		}
 		size += len(raw) + 2
 		s.args = append(s.args, v)
-	}
-	if len(s.fields) > len(s.tbl.cols) || len(s.ignored) < maxIgnoredLogged {
-		for f := range s.fields {
-			if _, ok := s.tbl.index[f]; !ok && !s.ignored[f] && len(s.ignored) < maxIgnoredLogged {
-				s.ignored[f] = true
-				s.log.Warn("field is not a written column of the table: ignored (logged once)", "field", f, "origin", origin)
-			}
-		}
 	}
 	s.rows++
 	s.bytes += size
