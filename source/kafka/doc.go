@@ -63,6 +63,12 @@
 // mode; in unbounded mode a restart reads them from their start. Partitions
 // added while a source runs are not picked up until the next restart.
 //
+// # Records
+//
+// Record.Value is the Kafka record's value; keys, headers and timestamps are
+// not passed on. Record.Origin is "TOPIC/PARTITION:OFFSET", e.g.
+// "orders/3:1042".
+//
 // # Concurrency, memory and errors
 //
 // A Source is not safe for concurrent use (one goroutine calls Next,
