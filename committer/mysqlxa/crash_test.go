@@ -383,3 +383,50 @@ func TestUndecidedBranchOfZombie(t *testing.T) {
 		t.Errorf("rolled back %d, killed %d; want 1 and 1", st.RolledBack.Load(), st.Killed.Load())
 	}
 }
+
+// The CLI helpers: list the job's branches decoded, commit one by hand;
+// recovery then finds it committed (XAER_NOTA and its marker row).
+func TestAdminListAndCommit(t *testing.T) {
+	t.Parallel()
+	srv := mariadbtest.Shared(t)
+	e := newEnv(t, srv)
+	db := srv.Open(t, e.db)
+	j, err := e.start(db, 1, crashOn("decided", 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.run(crashN, crashPer); err == nil {
+		t.Fatal("no crash")
+	}
+	db.Crash()
+	ctx := context.Background()
+	xs, err := mysqlxa.ListBranches(ctx, e.admin, e.job)
+	if err != nil || len(xs) != 1 {
+		t.Fatalf("branches %v, %v", xs, err)
+	}
+	x := xs[0]
+	if x.Job != e.job || x.Sink != e.table || x.Subtask != 0 || x.Checkpoint != 2 {
+		t.Fatalf("decoded branch %+v", x)
+	}
+	if all, err := mysqlxa.ListBranches(ctx, e.admin, ""); err != nil || len(all) < 1 {
+		t.Fatalf("all jobs: %v, %v", all, err)
+	}
+	parsed, err := mysqlxa.ParseXidString(x.String())
+	if err != nil || parsed != x {
+		t.Fatalf("ParseXidString(%s) = %+v, %v", x, parsed, err)
+	}
+	for try := 0; ; try++ { // until the server has dropped the crashed session
+		err := mysqlxa.CommitBranch(ctx, e.admin, parsed)
+		if err == nil {
+			break
+		}
+		if try == 100 {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := mysqlxa.CommitBranch(ctx, e.admin, parsed); err == nil || !strings.Contains(err.Error(), "no such prepared branch") {
+		t.Fatalf("second CommitBranch = %v", err)
+	}
+	e.recoverAndFinish(1)
+}

@@ -25,7 +25,7 @@ const (
 	kJSON                // MySQL JSON: any value, as its text
 )
 
-var kindNames = [...]string{"integer", "unsigned integer", "number", "decimal number", "string", "string", "JSON value"}
+var kindNames = [...]string{"an integer", "an unsigned integer", "a number", "a decimal number", "a string", "a string", "a JSON value"}
 
 type column struct {
 	name     string
@@ -252,7 +252,7 @@ func convert(c *column, raw json.RawMessage) (any, string) {
 		return nil, ""
 	}
 	wrong := func() (any, string) {
-		return nil, fmt.Sprintf("want a %s, got %s", kindNames[c.kind], abbreviate(raw))
+		return nil, fmt.Sprintf("want %s, got %s", kindNames[c.kind], abbreviate(raw))
 	}
 	isNum := raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'
 	switch c.kind {

@@ -191,8 +191,9 @@ func (s *Sink) xid(checkpoint, connID uint64) Xid {
 }
 
 // Write buffers record, a JSON object whose fields name columns, and sends
-// a multi-row INSERT inside the checkpoint's XA branch when the batch is
-// full. A nil error means the record is accepted: it will be in the branch
+// a multi-row INSERT inside the checkpoint's XA branch (starting it) when
+// the batch is full (see the package documentation, Locks, for the rows
+// buffered while the previous checkpoint awaits its commit). A nil error means the record is accepted: it will be in the branch
 // that the next Prepare prepares (it is not visible before that checkpoint
 // is committed). A bad record gives a *RecordError naming origin, and the
 // sink stays usable; an error from the server fails the branch, and every
@@ -260,7 +261,8 @@ func (s *Sink) Write(ctx context.Context, record []byte, origin source.Origin) e
 	return nil
 }
 
-// Tick implements pipeline.Sink; the sink has no time-based rules.
+// Tick implements pipeline.Sink. The sink has no time-based rules: Tick
+// only reports a failed branch (nil otherwise).
 func (s *Sink) Tick(context.Context, time.Time) error { return s.failed }
 
 // fail discards the active branch (the server rolls it back when its

@@ -132,7 +132,7 @@ func TestBadRecords(t *testing.T) {
 		{`[1,2]`, "JSON object"},
 		{`{"k":`, "not JSON"},
 		{`{"n":1}`, "missing key column"},
-		{`{"k":"a","n":"one"}`, "want a integer"},
+		{`{"k":"a","n":"one"}`, "want an integer"},
 		{`{"k":"a","n":1.5}`, "not an integer"},
 		{`{"k":null,"n":1}`, "NOT NULL"},
 		{`{"k":7,"n":1}`, "want a string"},
