@@ -21,6 +21,18 @@
 // the next batches. One checkpoint runs at a time: the next barrier, a
 // final checkpoint and the end of Run wait for it.
 //
+// # Group commits (monitoring)
+//
+// A source that implements source.GroupCommitter (the Kafka source, with a
+// consumer group configured) gets the source position of every checkpoint
+// whose phase 2 succeeded, including the checkpoint restored at the start,
+// on a goroutine of its own: a slow call never delays a checkpoint, and
+// positions offered meanwhile are coalesced to the newest. A failure is
+// logged as a warning and never fails the job; the positions committed
+// this way are for monitoring only and are never read back. When Run
+// returns, the newest pending position is delivered before the source is
+// closed (unless the context was cancelled).
+//
 // # Guarantees
 //
 // When Run returns nil after the end of input, every record of a replayable

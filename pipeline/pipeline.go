@@ -171,6 +171,22 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			log.Warn("the source is not replayable: records read after the last checkpoint of the previous run are lost", "checkpoint", restored.ID, "source", src.Describe())
 		}
 	}
+	// A source that reports progress outside the checkpoints (a Kafka
+	// consumer group, for monitoring) gets the position of every
+	// checkpoint whose phase 2 succeeded, the restored one included.
+	var groups *groupCommits
+	if gc, ok := src.(source.GroupCommitter); ok {
+		groups = startGroupCommits(ctx, gc, log)
+		defer groups.close() // before src.Close
+		if restored != nil {
+			groups.offer(restored.ID, restored.Source)
+		}
+	}
+	committed := func(id uint64, pos json.RawMessage) {
+		if groups != nil {
+			groups.offer(id, pos)
+		}
+	}
 
 	batches := make(chan *batch, 2)
 	readCtx, abortReading := context.WithCancel(ctx)
@@ -250,6 +266,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return subtaskErr(err)
 		}
 		sinceCkpt = 0
+		pos := lastPos
 		if final {
 			id, err := ph.Decide(ctx)
 			if err == nil {
@@ -258,6 +275,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if err != nil {
 				return subtaskErr(err)
 			}
+			committed(id, pos)
 			completed(id, true)
 			return nil
 		}
@@ -267,6 +285,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			id, err := ph.Decide(ctx)
 			if err == nil {
 				err = coord.Commit(ctx, id)
+			}
+			if err == nil {
+				committed(id, pos)
 			}
 			ch <- outcome{id, err}
 		}()
