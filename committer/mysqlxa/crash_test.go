@@ -12,6 +12,7 @@ import (
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/internal/mariadbtest"
+	"github.com/filesink/filesink/source"
 )
 
 // crashOn returns a hook failing at the nth time point is reached.
@@ -429,4 +430,65 @@ func TestAdminListAndCommit(t *testing.T) {
 		t.Fatalf("second CommitBranch = %v", err)
 	}
 	e.recoverAndFinish(1)
+}
+
+// The old process's session lives on with an active branch that holds row
+// locks (the server keeps a session whose client vanished until
+// wait_timeout, as after a network partition): Restore finds it by its
+// branch lock and kills it, so the new run's rows on the same keys do not
+// wait for those locks until they time out.
+func TestZombieActiveBranch(t *testing.T) {
+	t.Parallel()
+	srv := mariadbtest.Shared(t)
+	e := newEnv(t, srv)
+	db := srv.Open(t, e.db)
+	j, err := e.start(db, 1, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.run(crashPer, crashPer); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.write(crashPer + 7); err != nil { // a batch on every key is in the active branch
+		t.Fatal(err)
+	}
+	// The old sink is abandoned, its session alive.
+	j2 := e.recoverAndFinish(1)
+	if k := j2.sinks[0].Stats().Killed.Load(); k != 1 {
+		t.Errorf("%d sessions killed, want 1", k)
+	}
+}
+
+// Two live instances of one job: the second cannot start a branch of a
+// subtask whose branch the first holds.
+func TestBranchLockRefusesTwin(t *testing.T) {
+	t.Parallel()
+	srv := mariadbtest.Shared(t)
+	e := newEnv(t, srv)
+	db := srv.Open(t, e.db)
+	ctx := context.Background()
+	a := e.sink(db.DB, e.config())
+	b := e.sink(db.DB, e.config())
+	defer a.Close()
+	defer b.Close()
+	for _, s := range []*mysqlxa.Sink{a, b} {
+		if err := s.Restore(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := a.Prepare(ctx, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, snap.Committables[0]); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // a batch: a's branch of checkpoint 2 starts
+		if err := a.Write(ctx, e.record(i), source.Origin{Name: "a", Num: int64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Prepare(ctx, 1, false); err == nil || !strings.Contains(err.Error(), "run twice") {
+		t.Fatalf("twin's Prepare = %v, want the branch lock error", err)
+	}
 }

@@ -49,6 +49,14 @@
 // committer.ErrDataLoss, never a silent success. A commit whose reply is
 // lost is resolved the same way on retry or after a restart.
 //
+// While a branch is active its session holds a named lock of the subtask
+// (GET_LOCK "fsxa:" + hash of the gtrid, released after XA PREPARE). A
+// second live instance of the same job cannot start a branch of that
+// subtask (an error asks whether the job runs twice), and Restore kills a
+// stale session of a previous run that still holds it (a session the server
+// keeps after a network partition until wait_timeout, whose active branch
+// holds row locks).
+//
 // Restore rolls back every prepared branch of the same job, sink and
 // subtask newer than the restored checkpoint (the coordinator has
 // re-committed the restored checkpoint's branches before); Sweep rolls back

@@ -204,6 +204,12 @@ func (s *Sink) settled(ctx context.Context, x Xid, commit bool) (bool, error) {
 // has lived since the branch was prepared, so the id names it; to be safe
 // only a session of the same user is killed.
 func (s *Sink) kill(ctx context.Context, x Xid) error {
+	return s.killSession(ctx, x.ConnID, "a prepared branch", "xid", x.String(), "checkpoint", x.Checkpoint)
+}
+
+// killSession ends session id (KILL CONNECTION) if it exists and belongs to
+// the same user, and is not the session running the KILL.
+func (s *Sink) killSession(ctx context.Context, id uint64, holds string, logArgs ...any) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -214,26 +220,61 @@ func (s *Sink) kill(ctx context.Context, x Xid) error {
 	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), SUBSTRING_INDEX(USER(), '@', 1)").Scan(&self, &me); err != nil {
 		return err
 	}
-	if self == x.ConnID {
+	if self == id {
 		return errors.New("the holding session is this one")
 	}
 	var user string
-	err = conn.QueryRowContext(ctx, "SELECT USER FROM information_schema.PROCESSLIST WHERE ID = ?", x.ConnID).Scan(&user)
+	err = conn.QueryRowContext(ctx, "SELECT USER FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&user)
 	if err == sql.ErrNoRows {
-		return nil // gone already; the branch detaches
+		return nil // gone already
 	}
 	if err != nil {
 		return err
 	}
 	if user != me {
-		return fmt.Errorf("session %d belongs to user %q, not %q: not killing it", x.ConnID, user, me)
+		return fmt.Errorf("session %d belongs to user %q, not %q: not killing it", id, user, me)
 	}
-	s.log.Warn("killing a stale session that still holds a prepared branch", "session", x.ConnID, "xid", x.String(), "checkpoint", x.Checkpoint)
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", x.ConnID)); err != nil && code(err) != errNoSuchThread {
+	s.log.Warn("killing a stale session that still holds "+holds, append([]any{"session", id}, logArgs...)...)
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil && code(err) != errNoSuchThread {
 		return err
 	}
 	s.stats.Killed.Add(1)
 	return nil
+}
+
+// killActive ends a stale session that holds an active (not prepared)
+// branch of this subtask, found by the branch lock it holds (GET_LOCK in
+// begin): the session of a previous run that the server has not dropped
+// (after a network partition it keeps it until wait_timeout), whose branch
+// holds row locks that this run's writes would wait for.
+func (s *Sink) killActive(ctx context.Context) error {
+	deadline := time.Now().Add(afterKill)
+	killed := false
+	for {
+		var id sql.NullInt64
+		if err := s.db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", s.lockName).Scan(&id); err != nil {
+			return fmt.Errorf("branch lock %s: %w", s.lockName, err)
+		}
+		if !id.Valid {
+			return nil
+		}
+		if !killed {
+			if err := s.killSession(ctx, uint64(id.Int64), "an active branch", "lock", s.lockName); err != nil {
+				return fmt.Errorf("session %d holds an active branch of this subtask (branch lock %s): %w", id.Int64, s.lockName, err)
+			}
+			killed = true
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("session %d still holds the branch lock %s of this subtask %v after it was killed", id.Int64, s.lockName, afterKill)
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // Restore implements committer.Participant: it abandons whatever this Sink
@@ -241,7 +282,10 @@ func (s *Sink) kill(ctx context.Context, x Xid) error {
 // server keeps those), then rolls back every prepared branch of this job,
 // sink and subtask newer than the restored checkpoint (the coordinator has
 // already committed the restored record's branches), killing a stale
-// session that holds one (see Commit). state nil means a fresh start: every
+// session that holds one (see Commit). Before that it kills a stale session
+// of a previous run that still has an active branch of this subtask (one
+// the server has not dropped, as after a network partition), which would
+// hold row locks until wait_timeout. state nil means a fresh start: every
 // prepared branch of this subtask is rolled back. A nil error means no
 // branch of a checkpoint after the restored one is prepared, and the sink
 // writes the next checkpoint's records with a new nonce.
@@ -255,6 +299,9 @@ func (s *Sink) Restore(ctx context.Context, st json.RawMessage) error {
 		}
 	}
 	s.nonce = newNonce()
+	if err := s.killActive(ctx); err != nil {
+		return fmt.Errorf("mysqlxa: table %s: restore checkpoint %d: %w", s.tbl.display, last.Checkpoint, err)
+	}
 	own, err := s.own(ctx)
 	if err != nil {
 		return fmt.Errorf("mysqlxa: table %s: restore checkpoint %d: %w", s.tbl.display, last.Checkpoint, err)

@@ -3,6 +3,7 @@ package mysqlxa
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
@@ -71,6 +72,7 @@ type Sink struct {
 	vals      [][]byte // per column: the value's text in the record being written
 	stats     Stats
 	hook      func(point string) error // test seam, see at
+	lockName  string                   // GET_LOCK name held by the session of the active branch
 }
 
 var _ committer.Participant = (*Sink)(nil)
@@ -132,6 +134,8 @@ func New(ctx context.Context, db *sql.DB, cfg Config) (*Sink, error) {
 		tbl: t, mark: mk, held: map[string]*pconn{}, ignored: map[string]bool{}}
 	s.batch = min(cfg.BatchRows, maxPlaceholders/len(t.cols))
 	s.vals = make([][]byte, len(t.cols))
+	sum := sha256.Sum256([]byte(s.xid(0, 0).Gtrid()))
+	s.lockName = "fsxa:" + hex.EncodeToString(sum[:20]) // at most 64 characters
 	s.nonce = newNonce()
 	return s, nil
 }
@@ -334,6 +338,16 @@ func (s *Sink) begin(ctx context.Context) error {
 		discard(pc)
 		return s.fail(fmt.Errorf("mysqlxa: table %s: XA START %s: %w", s.tbl.display, x, err))
 	}
+	// The branch lock marks the session with an active branch of this
+	// subtask, so that a later Restore can find it if it outlives us.
+	var got sql.NullInt64
+	if err := pc.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", s.lockName).Scan(&got); err != nil || got.Int64 != 1 {
+		discard(pc)
+		if err == nil {
+			err = fmt.Errorf("another session holds the branch lock %s of job %s, sink %s, subtask %d: does the job run twice?", s.lockName, s.cfg.Job, s.cfg.Sink, s.cfg.Subtask)
+		}
+		return s.fail(fmt.Errorf("mysqlxa: table %s: branch %s: %w", s.tbl.display, x, err))
+	}
 	s.br = &branch{pc: pc, xid: x}
 	return nil
 }
@@ -448,8 +462,14 @@ func (s *Sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Sn
 	if _, err := br.pc.conn.ExecContext(ctx, "XA PREPARE "+x.SQL()); err != nil {
 		return committer.Snapshot{}, step("XA PREPARE", err)
 	}
-	s.held[x.Bqual()] = br.pc
 	s.br = nil
+	if _, err := br.pc.conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", s.lockName); err != nil {
+		// The branch is prepared; the session is in doubt: drop it (the
+		// branch detaches) and let Commit resolve from another session.
+		discard(br.pc)
+	} else {
+		s.held[x.Bqual()] = br.pc
+	}
 	s.next = id + 1
 	s.markBelow = 0
 	s.stats.Prepared.Add(1)
