@@ -12,13 +12,16 @@ import (
 	"syscall"
 )
 
-const usage = `filesink moves records from a replayable source into part files, exactly once.
+const usage = `filesink moves records from a replayable source (files, Kafka) into part files,
+S3 objects or MySQL rows, exactly once.
 
 Usage:
   filesink run    --source URI --sink URI [flags]   run a job; after a crash, run it again to resume
   filesink verify --sink URI [--state DIR]          check the output against the checkpoint records
   filesink state  --state DIR                       print the checkpoint records
   filesink uploads list|abort --sink s3://B/P       show or abort a sink's incomplete uploads
+  filesink xa list|commit|rollback --sink mysql://DSN
+                                                    show or resolve a MySQL sink's prepared XA branches
   filesink help                                     this text
 
 Run "filesink COMMAND --help" for the flags of a command.
@@ -56,6 +59,8 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		err = cmdState(ctx, args[1:], stdout, stderr)
 	case "uploads":
 		err = cmdUploads(ctx, args[1:], stdout, stderr)
+	case "xa":
+		err = cmdXA(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,48 +12,67 @@ import (
 	"strings"
 	"time"
 
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/filesink/filesink/bucketing"
+
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/source/kafka"
 )
 
 const runSynopsis = `--source URI --sink URI [flags]
 
-Reads records from the source and writes them to part files under the sink,
-exactly once: records become visible only when the checkpoint that covers
-them is committed. Killed at any instant, the same command resumes from the
-last checkpoint and publishes nothing twice. At the end of a bounded source
+Reads records from the source and writes them to the sink exactly once:
+records become visible only when the checkpoint that covers them is
+committed. Killed at any instant, the same command resumes from the last
+checkpoint and publishes nothing twice. At the end of a bounded source
 (and on SIGTERM/SIGINT) it takes a final checkpoint, commits it and exits 0.
 
 Sources:
   file://DIR or DIR      every regular file under DIR, in lexical order, one record per line
   gen://?count=N&seed=S  N generated JSON records with a unique "id" (also: size, keys, start, step)
+  kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=earliest|latest|TIME&bounded=true&group=G]
+                         Kafka topics, read_committed; offsets live in the checkpoints (not in a
+                         consumer group: group=G only receives committed offsets, for monitoring);
+                         --bounded stops at the end offsets seen at the first start; TLS: tls=true,
+                         tls_ca=FILE...; SASL: sasl=plain|scram-sha-256|scram-sha-512 with
+                         sasl_user=U&sasl_password_file=FILE (a password in the URI shows in ps)
   -                      stdin; NOT replayable: after a crash, records read since the
                          last checkpoint are lost (the others are exactly once)
 Sinks:
   file://OUT or OUT      part files under the directory OUT
   s3://BUCKET/PREFIX     objects under PREFIX, each part file a multipart upload
-                         (credentials: the standard AWS chain; see --s3-* flags)`
+                         (credentials: the standard AWS chain; see --s3-* flags)
+  'mysql://USER:PASS@tcp(HOST:PORT)/DB'
+                         rows of --mysql-table, one XA transaction branch per subtask and
+                         checkpoint (prepared in phase 1, XA COMMIT in phase 2); JSON fields
+                         map to columns; --mysql-mode insert|upsert|increment; needs --state DIR
+                         (the XA branches are named by --job, kept in DIR/JOB; see filesink xa)`
 
 type runFlags struct {
 	source, sink, state, format, compression, bucket, tz, prefix string
 	partSize, budget, csvColumns, onBad, logLevel, progress      string
 	interval, rollover, inactivity                               time.Duration
 	parallelism, retain                                          int
-	csvHeader, rollOnCheckpoint                                  bool
+	csvHeader, rollOnCheckpoint, bounded                         bool
 	checkpointEvery                                              int64
+	start                                                        string
 	s3                                                           s3Flags
+	mysql                                                        mysqlFlags
 }
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal) error {
 	var f runFlags
 	fs := newFlagSet("run", runSynopsis, stderr)
-	fs.StringVar(&f.source, "source", "", "source `URI` (required): file://DIR, DIR, gen://?count=N, -")
-	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT, OUT or s3://BUCKET/PREFIX")
-	fs.StringVar(&f.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink, s3://BUCKET/PREFIX/_filesink)")
+	fs.StringVar(&f.source, "source", "", "source `URI` (required): file://DIR, DIR, gen://?count=N, kafka://HOST:PORT/TOPIC, -")
+	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT, OUT, s3://BUCKET/PREFIX or mysql://USER:PASS@tcp(HOST:PORT)/DB")
+	fs.StringVar(&f.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink, s3://BUCKET/PREFIX/_filesink; required with a mysql:// sink)")
+	fs.BoolVar(&f.bounded, "bounded", false, "Kafka: stop at the end offsets seen at the first start, then exit 0 (same as bounded=true in the URI)")
+	fs.StringVar(&f.start, "start", "", "Kafka: first-run start `POS`: earliest (default), latest, or a time (RFC 3339 or Unix ms); same as start= in the URI")
 	fs.StringVar(&f.format, "format", "jsonl", "row format: jsonl, csv or text")
 	fs.StringVar(&f.compression, "compression", "none", "compression: none, gzip or zstd")
 	fs.DurationVar(&f.interval, "checkpoint-interval", pipeline.DefaultCheckpointInterval, "time between checkpoints")
@@ -72,17 +93,25 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), on, off")
 	f.s3.register(fs, true)
+	f.mysql.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if f.source == "" || f.sink == "" {
 		return usageError("run: --source and --sink are required (see filesink run --help)")
 	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {
 		return err
 	}
-	job, err := f.build(ctx, log, stdin)
+	var job *job
+	if isMySQL(f.sink) {
+		job, err = f.buildMySQL(log, stdin, set)
+	} else {
+		job, err = f.build(ctx, log, stdin, set)
+	}
 	if err != nil {
 		return err
 	}
@@ -97,7 +126,18 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		}
 		defer unlock()
 	}
-	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, job.target.client, true); err != nil {
+	if job.mysqlSink {
+		// After the lock: the job id may be kept in the state directory.
+		if err := job.openMySQL(ctx, &f, log); err != nil {
+			return err
+		}
+		defer job.db.Close() // after pipeline.Run closed the sinks
+	}
+	var client *s3api.Client
+	if job.target != nil {
+		client = job.target.client
+	}
+	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, client, true); err != nil {
 		return err
 	}
 
@@ -126,6 +166,17 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	if err != nil {
 		return err
 	}
+	if job.mysqlSink {
+		var recs, rows, branches int64
+		for _, s := range job.mysql {
+			recs += s.Stats().Records.Load()
+			rows += s.Stats().Rows.Load()
+			branches += s.Stats().Committed.Load()
+		}
+		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
+			"rows_sent", rows, "branches_committed", branches, "end_of_input", res.EndOfInput)
+		return nil
+	}
 	var recs, bad, files int64
 	for _, w := range job.writers {
 		recs += w.Stats().Records.Load()
@@ -140,11 +191,111 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 type job struct {
 	cfg      pipeline.Config
 	writers  []*filesink.Writer
-	target   *target
+	target   *target // nil for a MySQL sink
 	stateURI string
+
+	mysqlSink bool
+	mysql     []*mysqlxa.Sink
+	db        *sql.DB
 }
 
-func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader) (*job, error) {
+// buildMySQL checks the flags of a job with a MySQL sink; openMySQL then
+// connects and makes the subtasks.
+func (f *runFlags) buildMySQL(log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
+	for _, name := range strings.Fields(fileOnlyFlags) {
+		if set[name] {
+			return nil, usageError("run: --%s applies to file and S3 sinks, not to a mysql:// sink", name)
+		}
+	}
+	if f.state == "" {
+		return nil, usageError("run: a mysql:// sink needs --state DIR (or s3://BUCKET/PREFIX): the checkpoint records that decide its XA branches have no default location")
+	}
+	if _, err := f.mysql.validate(); err != nil {
+		return nil, err
+	}
+	if f.parallelism < 1 {
+		return nil, usageError("run: --parallelism must be at least 1")
+	}
+	if _, err := mysqlDSN(f.sink); err != nil {
+		return nil, err
+	}
+	j := &job{stateURI: f.state, mysqlSink: true}
+	if err := f.common(j, log, stdin, set); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// openMySQL connects to the server and makes the MySQL subtasks; the
+// caller holds the state lock and closes j.db.
+func (j *job) openMySQL(ctx context.Context, f *runFlags, log *slog.Logger) error {
+	id, err := jobID(j.stateURI, f.mysql.job)
+	if err != nil {
+		return err
+	}
+	db, err := openMySQL(ctx, f.sink, "--sink")
+	if err != nil {
+		return err
+	}
+	sinks, err := f.mysql.sinks(ctx, db, id, f.parallelism, log)
+	if err != nil {
+		db.Close()
+		return err
+	}
+	j.db, j.mysql, j.cfg.Sinks = db, sinks, asPipelineSinks(sinks)
+	log.Info("MySQL sink", "sink", redactURI(f.sink), "table", sinks[0].Table(), "mode", f.mysql.mode,
+		"job", id, "subtasks", len(sinks), "state", j.stateURI)
+	if mode, _ := f.mysql.validate(); f.parallelism > 1 && mode != mysqlxa.Insert {
+		log.Warn("records go to the subtasks round-robin: in upsert and increment modes, subtasks that write the same key wait for each other's row locks until the checkpoint commits; use --parallelism 1 unless keys rarely repeat")
+	}
+	return nil
+}
+
+// common sets what every job has: the source and the checkpoint settings.
+func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[string]bool) error {
+	srcURI := f.source
+	if isKafka(srcURI) {
+		kcfg, err := kafkaConfig(srcURI, set, f.bounded, f.start)
+		if err != nil {
+			return err
+		}
+		kcfg.Logger = log.With("source", "kafka")
+		j.cfg.OpenSource = func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
+			s, err := kafka.Open(ctx, kcfg, pos)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		}
+	} else {
+		if set["bounded"] || set["start"] {
+			return usageError("run: --bounded and --start apply to kafka:// sources only")
+		}
+		if srcURI != "-" && !strings.Contains(srcURI, "://") {
+			if _, err := os.Stat(srcURI); err != nil {
+				return fmt.Errorf("run: --source %s: %w", srcURI, err)
+			}
+		}
+		j.cfg.OpenSource = func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
+			if srcURI == "-" {
+				return source.NewReader(stdin, "stdin")
+			}
+			return source.Open(ctx, srcURI, pos)
+		}
+	}
+	j.cfg.CheckpointInterval = f.interval
+	j.cfg.CheckpointEvery = f.checkpointEvery
+	j.cfg.Logger = log
+	j.cfg.CommitterOptions = []committer.Option{committer.WithRetain(f.retain)}
+	return nil
+}
+
+func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
+	for _, name := range strings.Fields(mysqlOnlyFlags) {
+		if set[name] {
+			return nil, usageError("run: --%s applies to a mysql:// sink only", name)
+		}
+	}
 	t, err := openTarget(ctx, f.sink, &f.s3, log, true)
 	if err != nil {
 		return nil, err
@@ -203,10 +354,9 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader)
 	default:
 		return nil, usageError("run: --on-bad-record must be fail or skip, not %q", f.onBad)
 	}
-	if f.source != "-" && !strings.Contains(f.source, "://") {
-		if _, err := os.Stat(f.source); err != nil {
-			return nil, fmt.Errorf("run: --source %s: %w", f.source, err)
-		}
+	j := &job{target: t, stateURI: stateURI}
+	if err := f.common(j, log, stdin, set); err != nil {
+		return nil, err
 	}
 	if t.local != "" {
 		if err := os.MkdirAll(t.local, 0o755); err != nil {
@@ -214,7 +364,6 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader)
 		}
 	}
 	be := t.backend
-	j := &job{target: t, stateURI: stateURI}
 	for i := range f.parallelism {
 		comp, _ := filesink.NewCompression(f.compression)
 		opts := []filesink.Option{
@@ -235,18 +384,7 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader)
 		j.writers = append(j.writers, w)
 		j.cfg.Sinks = append(j.cfg.Sinks, w)
 	}
-	srcURI := f.source
-	j.cfg.OpenSource = func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
-		if srcURI == "-" {
-			return source.NewReader(stdin, "stdin")
-		}
-		return source.Open(ctx, srcURI, pos)
-	}
-	j.cfg.CheckpointInterval = f.interval
-	j.cfg.CheckpointEvery = f.checkpointEvery
 	j.cfg.TickInterval = min(max(time.Second, min(nonZero(f.rollover), nonZero(f.inactivity))/10), 10*time.Second)
-	j.cfg.Logger = log
-	j.cfg.CommitterOptions = []committer.Option{committer.WithRetain(f.retain)}
 	if t.bucket != "" {
 		// Tail objects of older checkpoints outlive their commit: clean up
 		// as the job runs, not only at the next recovery.
@@ -271,7 +409,7 @@ func localPath(uri, flagName string) (string, error) {
 		return rest, nil
 	}
 	if i := strings.Index(uri, "://"); i >= 0 {
-		return "", usageError("%s %q: scheme %q is not supported here (use file://DIR or a plain path)", flagName, uri, uri[:i])
+		return "", usageError("%s %q: scheme %q is not supported here (use file://DIR or a plain path)", flagName, redactURI(uri), uri[:i])
 	}
 	if uri == "" {
 		return "", usageError("%s: empty path", flagName)

@@ -28,6 +28,9 @@ violation; exits 1 if there is any.`, stderr)
 	if *sink == "" {
 		return usageError("verify: --sink is required")
 	}
+	if isMySQL(*sink) {
+		return usageError("verify: --sink %s: verify checks file and S3 sinks; a MySQL sink's rows commit atomically with their XA branches (see filesink xa list for prepared branches)", redactURI(*sink))
+	}
 	t, err := openTarget(ctx, *sink, &s3f, slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		return err

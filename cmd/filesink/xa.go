@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/filesink/filesink/committer/mysqlxa"
+	"github.com/filesink/filesink/recovery"
+)
+
+const xaSynopsis = `list|commit|rollback --sink 'mysql://USER:PASS@tcp(HOST:PORT)/DB' [flags]
+
+Shows the prepared XA branches of filesink MySQL sinks on the server (list),
+or commits or rolls back one of them by its xid (commit --xid GTRID/BQUAL,
+rollback --xid GTRID/BQUAL).
+
+filesink run resolves its branches by itself when it runs again on the same
+--state: it commits the branches its checkpoint records decided and rolls
+back the others. Resolve a branch by hand only when that run will not
+happen (the job and its state are gone) and the branch holds row locks or
+data you need: commit only a decided branch, roll back only an undecided
+one. With --state, list says which is which (DECIDED yes: a checkpoint
+record references the branch; no: none does) and commit and rollback refuse
+the wrong decision unless --force is given.
+
+A branch is shown with its job, sink (the table by default), subtask,
+checkpoint and session; its xid is GTRID/BQUAL as list prints it.
+
+Exit status: 0 done, 1 error, 2 usage error.`
+
+func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "commit" && args[0] != "rollback") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprintf(stderr, "Usage: filesink xa %s\n", xaSynopsis)
+			return nil
+		}
+		return usageError("xa: want list, commit or rollback (see filesink xa --help)")
+	}
+	verb := args[0]
+	fs := newFlagSet("xa "+verb, xaSynopsis, stderr)
+	sink := fs.String("sink", "", "sink `URI` (required): mysql://USER:PASS@tcp(HOST:PORT)/DB")
+	job := fs.String("job", "", "only branches of this job `ID` (default: the job of --state; without either, every filesink job's)")
+	state := fs.String("state", "", "the job's checkpoint store `DIR` or s3://BUCKET/PREFIX: picks its job and tells decided branches from undecided ones")
+	xid := fs.String("xid", "", "commit, rollback: the branch, `GTRID/BQUAL` as list prints it")
+	force := fs.Bool("force", false, "commit, rollback: act even if --state says the branch needs the other decision")
+	var s3f s3Flags
+	s3f.register(fs, false)
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if *sink == "" {
+		return usageError("xa %s: --sink is required", verb)
+	}
+	if !isMySQL(*sink) {
+		return usageError("xa %s: --sink must be mysql://USER:PASS@tcp(HOST:PORT)/DB, not %s", verb, redactURI(*sink))
+	}
+	var target mysqlxa.Xid
+	if verb == "list" {
+		if *xid != "" || *force {
+			return usageError("xa list: --xid and --force apply to commit and rollback")
+		}
+	} else {
+		if *xid == "" {
+			return usageError("xa %s: --xid GTRID/BQUAL is required (see filesink xa list)", verb)
+		}
+		x, err := mysqlxa.ParseXidString(*xid)
+		if err != nil {
+			return usageError("xa %s: --xid: %v", verb, err)
+		}
+		target = x
+	}
+
+	jobID := *job
+	var decided map[string]bool // xid -> referenced by a retained record
+	if *state != "" {
+		id, err := stateJob(*state)
+		if err != nil {
+			return err
+		}
+		if jobID != "" && jobID != id {
+			return usageError("xa %s: --job %q is not the job of --state %s (%q)", verb, jobID, *state, id)
+		}
+		jobID = id
+		if decided, err = decidedBranches(ctx, *state, &s3f); err != nil {
+			return err
+		}
+		if !isS3(*state) && stateInUse(*state) {
+			fmt.Fprintf(stderr, "filesink: warning: a filesink run holds %s: its branches are in flight; do not resolve them by hand\n", *state)
+		}
+	}
+	if verb != "list" && jobID != "" && target.Job != jobID {
+		return usageError("xa %s: branch %s belongs to job %q, not %q", verb, target, target.Job, jobID)
+	}
+
+	db, err := openMySQL(ctx, *sink, "--sink")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	if verb == "list" {
+		xs, err := mysqlxa.ListBranches(ctx, db, jobID)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		head := "JOB\tSINK\tSUBTASK\tCHECKPOINT\tSESSION"
+		if decided != nil {
+			head += "\tDECIDED"
+		}
+		fmt.Fprintln(tw, head+"\tXID")
+		for _, x := range xs {
+			line := fmt.Sprintf("%s\t%s\t%d\t%d\t%d", x.Job, x.Sink, x.Subtask, x.Checkpoint, x.ConnID)
+			if decided != nil {
+				line += "\t" + yesNo(decided[x.String()])
+			}
+			fmt.Fprintln(tw, line+"\t"+x.String())
+		}
+		tw.Flush()
+		scope := "every filesink job"
+		if jobID != "" {
+			scope = "job " + jobID
+		}
+		fmt.Fprintf(stdout, "%d prepared branch(es) of %s\n", len(xs), scope)
+		return nil
+	}
+
+	if decided != nil && !*force {
+		switch d := decided[target.String()]; {
+		case verb == "commit" && !d:
+			return exitError{code: 1, msg: fmt.Sprintf("xa commit: no checkpoint record in %s references branch %s: it was never decided, and committing it would publish records that the job reads again; roll it back (or give --force)", *state, target)}
+		case verb == "rollback" && d:
+			return exitError{code: 1, msg: fmt.Sprintf("xa rollback: checkpoint %d in %s decided branch %s: rolling it back loses its records (filesink run commits it); commit it (or give --force)", target.Checkpoint, *state, target)}
+		}
+	}
+	if verb == "commit" {
+		err = mysqlxa.CommitBranch(ctx, db, target)
+	} else {
+		err = mysqlxa.RollbackBranch(ctx, db, target)
+	}
+	if err != nil {
+		return err
+	}
+	past := map[string]string{"commit": "committed", "rollback": "rolled back"}[verb]
+	fmt.Fprintf(stdout, "%s %s (job %s, sink %s, subtask %d, checkpoint %d)\n", past, target, target.Job, target.Sink, target.Subtask, target.Checkpoint)
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// stateJob returns the job id of the MySQL sink whose checkpoints are at
+// stateURI, without writing anything (see jobID).
+func stateJob(stateURI string) (string, error) {
+	if isS3(stateURI) {
+		return deriveJob(strings.TrimRight(stateURI, "/")), nil
+	}
+	dir, err := localPath(stateURI, "--state")
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	id, err := readJobFile(dir)
+	if err != nil || id != "" {
+		return id, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return deriveJob(abs), nil
+}
+
+// stateInUse reports whether a filesink process holds the state directory.
+func stateInUse(dir string) bool {
+	unlock, err := lockState(dir)
+	if err != nil {
+		return true
+	}
+	unlock()
+	return false
+}
+
+// decidedBranches returns the xids (GTRID/BQUAL) of the MySQL branches
+// that the retained checkpoint records at stateURI reference.
+func decidedBranches(ctx context.Context, stateURI string, s3f *s3Flags) (map[string]bool, error) {
+	store, err := openStore(ctx, stateURI, s3f, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := recovery.Retained(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, r := range recs {
+		for _, p := range r.Participants {
+			if !strings.HasPrefix(p.Name, "mysqlxa/") {
+				continue
+			}
+			for _, pc := range p.Pending {
+				var c struct {
+					Gtrid string `json:"gtrid"`
+					Bqual string `json:"bqual"`
+				}
+				if err := json.Unmarshal(pc.Data, &c); err == nil && c.Gtrid != "" {
+					out[c.Gtrid+"/"+c.Bqual] = true
+				}
+			}
+		}
+	}
+	return out, nil
+}
