@@ -84,7 +84,8 @@ func Start(t testing.TB) *Server {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	p := &private{mariadbd: bin, dir: dir}
 	args := append([]string{"--no-defaults", "--datadir=" + p.dataDir(), "--user=" + currentUser(),
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}, tuning...)
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
+		"--tmpdir=" + dir}, tuning...) // a private tmpdir: concurrent bootstraps collided in /tmp
 	out, err := exec.Command(install, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("mariadbtest: %s %s: %v\n%s", install, strings.Join(args, " "), err, tailOf(out, 4096))
