@@ -19,7 +19,10 @@
 // Phase 1's waiting (part uploads, fsyncs of rolled parts), the decide step
 // and phase 2 then run on a goroutine of their own while the subtasks take
 // the next batches. One checkpoint runs at a time: the next barrier, a
-// final checkpoint and the end of Run wait for it.
+// final checkpoint and the end of Run wait for it. When a sink is not an
+// AsyncPreparer (the MySQL XA sink), the whole checkpoint runs at the
+// barrier, so that its phase 2 releases the branch's row locks before the
+// next records need them.
 //
 // # Group commits (monitoring)
 //
