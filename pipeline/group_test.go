@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
@@ -143,4 +144,44 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// openedSource blocks without records; its position at open is what it
+// resolved, not what it was given.
+type openedSource struct{ blockingSource }
+
+func (s *openedSource) Position() (json.RawMessage, error) {
+	return json.RawMessage(`{"resolved":"at open"}`), nil
+}
+
+// A checkpoint taken before the first record records the position the
+// source was opened at (a Kafka source resolves its start and end offsets
+// there), not a nil one that would make a restart resolve them again.
+func TestRunCheckpointBeforeFirstRecordKeepsOpenPosition(t *testing.T) {
+	e, _ := memEnv(t)
+	open := func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
+		g, err := source.NewGenerator(source.GenConfig{Count: 10, Seed: 7}, nil)
+		if err != nil {
+			return nil, err
+		}
+		return &openedSource{blockingSource{Generator: g, limit: 0}}, nil
+	}
+	cfg := e.config(e.sinks(t, 1), open)
+	cfg.CheckpointInterval = 5 * time.Millisecond
+	stop := make(chan struct{})
+	cfg.Stop = stop
+	time.AfterFunc(100*time.Millisecond, func() { close(stop) })
+	res, err := pipeline.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := recovery.Retained(context.Background(), e.store)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("retained records: %d, %v (result %+v)", len(recs), err, res)
+	}
+	for _, r := range recs {
+		if string(r.Source) != `{"resolved":"at open"}` {
+			t.Errorf("checkpoint %d: source position %s, want the position at open", r.ID, r.Source)
+		}
+	}
 }

@@ -164,6 +164,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, fmt.Errorf("open source: %w", err)
 	}
 	defer src.Close()
+	// Until the first batch, a checkpoint records the position the source
+	// was opened at, as the source resolved it (a Kafka source's start
+	// and end offsets), not the restored or nil one: a restart from that
+	// checkpoint must start, and in bounded mode stop, at the same place.
+	// (Before the reader goroutine starts: Position is not called
+	// concurrently with Next.)
+	openPos, err := src.Position()
+	if err != nil {
+		return res, fmt.Errorf("source position: %w", err)
+	}
+	if openPos == nil {
+		openPos = pos
+	}
 	if restored != nil {
 		if src.Replayable() {
 			log.Info("restored", "checkpoint", restored.ID, "source", src.Describe())
@@ -205,7 +218,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	var prog Progress
 	var sinceCkpt int64
-	var lastPos json.RawMessage = pos
+	lastPos := openPos
 	// A failed checkpoint caused by a subtask that failed on a record
 	// reports that record, not the checkpoint it broke.
 	subtaskErr := func(err error) error {
@@ -257,6 +270,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			<-running
 		}
 	}()
+	// Phase 1 overlaps the next records only when every sink splits its
+	// phase 1 (committer.AsyncPreparer). A sink that prepares at the barrier
+	// (the MySQL XA sink) gets phase 2 right after it, before the next
+	// records: their rows could wait for locks the prepared branch holds
+	// until it commits.
+	overlap := true
+	for _, s := range cfg.Sinks {
+		if _, ok := s.(committer.AsyncPreparer); !ok {
+			overlap = false
+		}
+	}
 	checkpoint := func(final bool) error {
 		if err := awaitRunning(); err != nil {
 			return err
@@ -267,7 +291,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		sinceCkpt = 0
 		pos := lastPos
-		if final {
+		if final || !overlap {
 			id, err := ph.Decide(ctx)
 			if err == nil {
 				err = coord.Commit(ctx, id)
@@ -276,7 +300,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				return subtaskErr(err)
 			}
 			committed(id, pos)
-			completed(id, true)
+			completed(id, final)
 			return nil
 		}
 		ch := make(chan outcome, 1)
