@@ -59,6 +59,13 @@ type Config struct {
 	Clock func() time.Time
 	// CommitterOptions are passed to committer.New.
 	CommitterOptions []committer.Option
+	// Partition, if set, sends a record to subtask Partition(record,
+	// len(Sinks)) instead of spreading the records round robin: a keyed
+	// stream, for sinks that need every record of a key on one subtask
+	// (mysqlxa.KeyPartitioner for the MySQL sink in upsert or increment
+	// mode). It is called from one goroutine, the reader's, and must
+	// return an index in [0, n).
+	Partition func(record []byte, n int) int
 	// Progress, if set, receives totals after every batch and checkpoint.
 	// It is called from Run's goroutine and must not block.
 	Progress func(Progress)
@@ -85,6 +92,7 @@ type Result struct {
 type batch struct {
 	data    []byte
 	ends    []int // data[ends[i-1]:ends[i]] is record i
+	routes  []int // subtask of record i (Config.Partition); nil: round robin
 	origins []source.Origin
 	pos     json.RawMessage // source position after the last record
 	eof     bool            // the source is exhausted after this batch
@@ -207,7 +215,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		read(readCtx, stopReading, src, cfg.BatchSize, batches)
+		read(readCtx, stopReading, src, cfg.BatchSize, cfg.Partition, len(cfg.Sinks), batches)
 	}()
 	defer func() { abortReading(); <-readDone }()
 
@@ -397,7 +405,7 @@ const linger = 50 * time.Millisecond
 // read sends batches of records until the end of the source, an error,
 // stop (then it sends what it has read and closes out) or cancellation of
 // ctx (then it returns at once).
-func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int, out chan<- *batch) {
+func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int, partition func([]byte, int) int, subtasks int, out chan<- *batch) {
 	defer close(out)
 	stopCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -441,6 +449,14 @@ func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int
 				}
 				b.err = fmt.Errorf("read source: %w", err)
 				break
+			}
+			if partition != nil {
+				i := partition(rec.Value, subtasks)
+				if i < 0 || i >= subtasks {
+					b.err = fmt.Errorf("partition of record %s: subtask %d out of [0, %d)", rec.Origin, i, subtasks)
+					break
+				}
+				b.routes = append(b.routes, i)
 			}
 			b.data = append(b.data, rec.Value...)
 			b.ends = append(b.ends, len(b.data))

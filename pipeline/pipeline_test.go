@@ -719,3 +719,56 @@ func TestRunNonReplayable(t *testing.T) {
 		t.Errorf("published %d bytes, the input has %d", total, inputLen)
 	}
 }
+
+// Config.Partition sends every record of a key to one subtask.
+func TestRunPartition(t *testing.T) {
+	e, mem := memEnv(t)
+	const count, subtasks = 1000, 3
+	cfg := e.config(e.sinks(t, subtasks), gen(count))
+	cfg.CheckpointEvery = 150
+	keyOf := func(rec []byte) string {
+		var r struct{ Key string }
+		if err := json.Unmarshal(rec, &r); err != nil || r.Key == "" {
+			t.Fatalf("record %s has no key", rec)
+		}
+		return r.Key
+	}
+	route := func(key string) int {
+		h := 0
+		for _, c := range []byte(key) {
+			h = h*31 + int(c)
+		}
+		return h % subtasks
+	}
+	cfg.Partition = func(rec []byte, n int) int {
+		if n != subtasks {
+			t.Errorf("Partition got n=%d, want %d", n, subtasks)
+		}
+		return route(keyOf(rec))
+	}
+	if _, err := pipeline.Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, mem, count)
+	used := map[int]bool{}
+	for name, data := range visible(t, e) {
+		base := name[strings.LastIndexByte(name, '/')+1:]
+		sub := int(base[len("part-")] - '0')
+		used[sub] = true
+		for _, line := range strings.Split(strings.TrimSuffix(data, "\n"), "\n") {
+			if k := keyOf([]byte(line)); route(k) != sub {
+				t.Fatalf("%s (subtask %d) holds key %q, routed to subtask %d", name, sub, k, route(k))
+			}
+		}
+	}
+	if len(used) < 2 {
+		t.Fatalf("only subtasks %v published: the keys were not spread, the test proves little", used)
+	}
+	// An index out of range is an error naming the record.
+	e2, _ := memEnv(t)
+	cfg = e2.config(e2.sinks(t, 2), gen(10))
+	cfg.Partition = func([]byte, int) int { return 2 }
+	if _, err := pipeline.Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "gen:0") {
+		t.Fatalf("Run with an out-of-range partition: %v", err)
+	}
+}

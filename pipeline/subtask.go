@@ -58,10 +58,24 @@ func (s *subtask) run(ctx context.Context) {
 		default:
 		}
 		b := m.batch
-		for i := s.idx; i < len(b.ends); i += s.n {
+		write := func(i int) bool {
 			if err := s.sink.Write(ctx, b.record(i), b.origins[i]); err != nil {
 				s.err = err
 				close(failed)
+				return false
+			}
+			return true
+		}
+		if b.routes != nil {
+			for i, r := range b.routes {
+				if r == s.idx && !write(i) {
+					break
+				}
+			}
+			continue
+		}
+		for i := s.idx; i < len(b.ends); i += s.n {
+			if !write(i) {
 				break
 			}
 		}
