@@ -346,27 +346,28 @@ func TestChaosKill9KafkaMySQL(t *testing.T) {
 	sink := "mysql://" + srv.DSN("test")
 	args := []string{"run", "--bounded", "--source", "kafka://" + broker.Addr + "/" + kafkaChaosTopic,
 		"--sink", sink, "--mysql-table", table, "--mysql-mode", "increment", "--mysql-key", "word",
-		"--mysql-marker-table", marker, "--state", state, "--checkpoint-interval", "100ms"}
+		"--mysql-marker-table", marker, "--state", state, "--checkpoint-interval", "100ms", "--parallelism", "2"}
 
-	// After every run the table holds exactly the committed records below
-	// the newest checkpoint record's offsets (its phase 2 ran) or below the
-	// one before (killed between the record and XA COMMIT): never a record
-	// that no checkpoint decided, never a duplicate.
+	// After every run each word's total is exactly the count of its
+	// committed records below the newest checkpoint record's offsets (its
+	// phase 2 ran) or below the one before (killed between the record and
+	// the XA COMMIT of the word's subtask; records are routed by word, so
+	// a word's rows are in one subtask's branch): never a record that no
+	// checkpoint decided, never a duplicate.
 	check := func(run int) {
 		got := wcTotals(t, db.DB, table)
 		newest, prev := kafkaDecided(t, state)
-		if mapsEqual(got, in.wordCounts(newest, false)) || mapsEqual(got, in.wordCounts(prev, false)) {
-			return
-		}
-		want := in.wordCounts(newest, false)
+		wantNew, wantPrev := in.wordCounts(newest, false), in.wordCounts(prev, false)
 		var diffs []string
-		for w, n := range got {
-			if want[w] != n {
-				diffs = append(diffs, fmt.Sprintf("%s=%d (want %d)", w, n, want[w]))
+		for w := range kafkaWordSet(got, wantNew) {
+			if got[w] != wantNew[w] && got[w] != wantPrev[w] {
+				diffs = append(diffs, fmt.Sprintf("%s=%d (want %d or %d)", w, got[w], wantNew[w], wantPrev[w]))
 			}
 		}
-		slices.Sort(diffs)
-		t.Errorf("after run %d: the table matches neither of the two newest checkpoint records; vs the newest: %s", run, strings.Join(diffs[:min(8, len(diffs))], ", "))
+		if len(diffs) > 0 {
+			slices.Sort(diffs)
+			t.Errorf("after run %d: %d word total(s) match neither of the two newest checkpoint records, e.g. %s", run, len(diffs), strings.Join(diffs[:min(8, len(diffs))], ", "))
+		}
 	}
 	kafkaChaosLoop(t, bin, args, state, rng, broker, check)
 
@@ -399,6 +400,16 @@ func TestChaosKill9KafkaMySQL(t *testing.T) {
 		t.Errorf("a further run of the finished job changed the totals")
 	}
 	checkNoBranches(t, db.DB, job, table)
+}
+
+func kafkaWordSet(ms ...map[string]int64) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range ms {
+		for w := range m {
+			out[w] = true
+		}
+	}
+	return out
 }
 
 // checkNoBranches fails the test if XA RECOVER lists a branch of the job or

@@ -43,6 +43,7 @@ func TestKafkaMySQLUsageErrors(t *testing.T) {
 		{"mysql bad mode", mysqlRun("--mysql-mode", "sum"), []string{"--mysql-mode", "sum"}},
 		{"mysql with file flag", mysqlRun("--format", "csv"), []string{"--format", "mysql://"}},
 		{"mysql bad batch", mysqlRun("--mysql-batch-rows", "0"), []string{"--mysql-batch-rows"}},
+		{"mysql parallel increment without key", mysqlRun("--mysql-mode", "increment", "--parallelism", "2"), []string{"--mysql-key"}},
 		{"mysql bad dsn", []string{"run", "--source", kafkaURI, "--sink", "mysql://root:" + secret + "@nonsense(", "--state", state, "--mysql-table", "wc"}, []string{"DSN"}},
 		{"mysql flag with file sink", []string{"run", "--source", kafkaURI, "--sink", filepath.Join(dir, "out"), "--mysql-table", "wc"}, []string{"--mysql-table"}},
 		{"job with file sink", []string{"run", "--source", kafkaURI, "--sink", filepath.Join(dir, "out"), "--job", "j"}, []string{"--job"}},
@@ -208,6 +209,39 @@ func TestRunKafkaToMySQL(t *testing.T) {
 		if r := cli(t, "xa", "list", "--sink", "mysql://"+bad); r.code == 0 || strings.Contains(r.stdout+r.stderr, secret) {
 			t.Errorf("xa list with a wrong password: want a failure that does not show it, got %v", r)
 		}
+	}
+}
+
+// TestRunKafkaToMySQLParallel: three subtasks in increment mode on hot
+// keys: records are routed by key, so no branch waits for another's locks,
+// and the totals are exact.
+func TestRunKafkaToMySQLParallel(t *testing.T) {
+	srv := mariadbtest.Shared(t)
+	dbName := srv.NewDatabase(t)
+	db := srv.Open(t, dbName)
+	table := createWC(t, db.DB, "wc")
+	c := kafkatest.Start(t, kafkatest.Topic{Name: "words", Partitions: 2})
+	want := map[string]int64{}
+	for p := range int32(2) {
+		var vals []string
+		for i := range 3000 {
+			w := fmt.Sprintf("k%d", i%7)
+			vals = append(vals, wordRecord(w))
+			want[w]++
+		}
+		c.MustProduce(t, "words", p, vals...)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	sink := "mysql://" + srv.DSN(dbName)
+	mustRun(t, "run", "--source", "kafka://"+c.Bootstrap()+"/words", "--bounded",
+		"--sink", sink, "--mysql-table", table, "--mysql-mode", "increment", "--mysql-key", "word", "--mysql-batch-rows", "50",
+		"--state", state, "--checkpoint-interval", "20ms", "--parallelism", "3")
+	if got := wcTotals(t, db.DB, table); !mapsEqual(got, want) {
+		t.Fatalf("table %v, want %v", got, want)
+	}
+	r := mustRun(t, "xa", "list", "--sink", sink, "--state", state)
+	if !strings.Contains(r.stdout, "0 prepared branch(es)") {
+		t.Errorf("xa list after a clean run: %v", r)
 	}
 }
 

@@ -51,7 +51,9 @@ Sinks:
                          rows of --mysql-table, one XA transaction branch per subtask and
                          checkpoint (prepared in phase 1, XA COMMIT in phase 2); JSON fields
                          map to columns; --mysql-mode insert|upsert|increment; needs --state DIR
-                         (the XA branches are named by --job, kept in DIR/JOB; see filesink xa)`
+                         (the XA branches are named by --job, kept in DIR/JOB; see filesink xa);
+                         with --parallelism N in upsert/increment mode, records go to the
+                         subtask their --mysql-key hashes to`
 
 type runFlags struct {
 	source, sink, state, format, compression, bucket, tz, prefix string
@@ -210,11 +212,16 @@ func (f *runFlags) buildMySQL(log *slog.Logger, stdin io.Reader, set map[string]
 	if f.state == "" {
 		return nil, usageError("run: a mysql:// sink needs --state DIR (or s3://BUCKET/PREFIX): the checkpoint records that decide its XA branches have no default location")
 	}
-	if _, err := f.mysql.validate(); err != nil {
+	mode, err := f.mysql.validate()
+	if err != nil {
 		return nil, err
 	}
 	if f.parallelism < 1 {
 		return nil, usageError("run: --parallelism must be at least 1")
+	}
+	if f.parallelism > 1 && mode != mysqlxa.Insert && f.mysql.key == "" {
+		return nil, usageError("run: --parallelism %d in %s mode needs --mysql-key: every record of a key goes to the subtask its key hashes to "+
+			"(two subtasks' branches writing one key would wait for each other's row locks)", f.parallelism, mode)
 	}
 	if _, err := mysqlDSN(f.sink); err != nil {
 		return nil, err
@@ -246,7 +253,9 @@ func (j *job) openMySQL(ctx context.Context, f *runFlags, log *slog.Logger) erro
 	log.Info("MySQL sink", "sink", redactURI(f.sink), "table", sinks[0].Table(), "mode", f.mysql.mode,
 		"job", id, "subtasks", len(sinks), "state", j.stateURI)
 	if mode, _ := f.mysql.validate(); f.parallelism > 1 && mode != mysqlxa.Insert {
-		log.Warn("records go to the subtasks round-robin: in upsert and increment modes, subtasks that write the same key wait for each other's row locks until the checkpoint commits; use --parallelism 1 unless keys rarely repeat")
+		// Rows of one key written by two subtasks' branches of one
+		// checkpoint would wait for each other's locks: route by key.
+		j.cfg.Partition = mysqlxa.KeyPartitioner(splitList(f.mysql.key))
 	}
 	return nil
 }
