@@ -1,0 +1,39 @@
+package filesink
+
+import "io"
+
+// BulkFormat makes the writers of a bulk (columnar) format, such as Parquet
+// or Arrow IPC: a bulk file is encoded whole, buffering rows into row
+// groups and writing a footer when it is closed. A footer cannot be
+// resumed, so a Writer with a bulk format rolls every part at every
+// checkpoint (whatever the rolling policy says), besides on size and time.
+//
+// Implementations live outside this package (filesink/bulk); the Writer
+// integration is WithBulkFormat.
+type BulkFormat interface {
+	// NewWriter starts a bulk file whose bytes go to w, in order. It must
+	// not retain w after Close.
+	NewWriter(w io.Writer) (BulkWriter, error)
+	// Extension is the part file suffix, such as ".parquet" or ".arrow".
+	Extension() string
+}
+
+// BulkWriter encodes one bulk file. Not safe for concurrent use.
+type BulkWriter interface {
+	// Add appends one record (for the CLI, one JSON line). A record that
+	// does not fit the format's schema is an error wrapping ErrBadRecord
+	// that says which field and why (the Writer adds the record's origin);
+	// the writer stays usable and the record is not added.
+	Add(record []byte) error
+	// Buffered is the number of bytes the writer holds in memory (the row
+	// group being built, and encoded pages not yet written): the Writer
+	// counts it against its buffer budget.
+	Buffered() int64
+	// Flush writes the buffered rows to w as a complete row group (or
+	// record batch), releasing their memory. The Writer calls it when the
+	// budget needs the memory back.
+	Flush() error
+	// Close writes the remaining rows and the footer. After a nil error the
+	// bytes written to w are one complete, readable file.
+	Close() error
+}
