@@ -1,0 +1,292 @@
+package kafka_test
+
+// Kafka-to-file throughput beside its limit, a plain franz-go consume of
+// the same topic, measured in the same process against the same in-process
+// kfake broker:
+//
+//   - BenchmarkKafkaToFile: pipeline.Run with the Kafka source (bounded,
+//     read_committed, offsets in the checkpoints) into one file sink subtask
+//     (filesink.Writer over committer/localfs, JSON lines, no bucketing,
+//     default rolling) in a temp dir, a checkpoint every second (fsyncs,
+//     checkpoint record), then the final one: what
+//     `filesink run --source kafka://.../bench --bounded --sink DIR
+//     --checkpoint-interval 1s` does.
+//   - BenchmarkKafkaConsume: a franz-go client consuming the same four
+//     partitions directly (read_committed, the same fetch sizes as the
+//     source) to the end, touching every value (its first and last byte);
+//     nothing written.
+//
+// Both report MB/s of record values; the target is Kafka-to-file >= 70% of
+// the plain consume. scripts/bench (part 4) runs them for several rounds.
+// The broker runs in the benchmark process, so cpu-s/op (user+sys of the
+// process) includes the broker's work. Nothing here asserts a duration.
+//
+// FILESINK_KAFKA_BENCH_RECORDS sets the number of records (default
+// 100,000 of 1 KiB, about 102 MB). TMPDIR selects the filesystem written.
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/filesink/filesink/committer/localfs"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/internal/kafkatest"
+	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/source/kafka"
+)
+
+const (
+	pbTopic      = "bench"
+	pbPartitions = 4
+	pbRecordSize = 1024
+)
+
+// pbTopicData is the pre-filled topic, shared by the benchmarks of one
+// process.
+type pbTopicData struct {
+	cluster *kafkatest.Cluster
+	records int64
+	bytes   int64 // sum of the values' lengths
+	err     error
+}
+
+var (
+	pbOnce sync.Once
+	pbData pbTopicData
+)
+
+func pbRecords(b *testing.B) int64 {
+	if s := os.Getenv("FILESINK_KAFKA_BENCH_RECORDS"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			b.Fatalf("FILESINK_KAFKA_BENCH_RECORDS=%q: want a positive integer", s)
+		}
+		return n
+	}
+	return 100_000
+}
+
+// pbSetup starts the broker and fills the topic with generated 1 KiB JSON
+// lines (source.NewGenerator, round robin over the partitions), once.
+func pbSetup(b *testing.B) *pbTopicData {
+	n := pbRecords(b)
+	pbOnce.Do(func() {
+		d := &pbData
+		d.cluster, d.err = kafkatest.NewCluster(kafkatest.Config{Topics: []kafkatest.Topic{{Name: pbTopic, Partitions: pbPartitions}}})
+		if d.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		g, err := source.NewGenerator(source.GenConfig{Count: n, Seed: 1, Size: pbRecordSize, Keys: 1000}, nil)
+		if err != nil {
+			d.err = err
+			return
+		}
+		cl, err := d.cluster.Client(kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(50_000))
+		if err != nil {
+			d.err = err
+			return
+		}
+		defer cl.Close()
+		var (
+			mu    sync.Mutex
+			first error
+		)
+		for i := int64(0); ; i++ {
+			rec, err := g.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				d.err = err
+				return
+			}
+			d.records++
+			d.bytes += int64(len(rec.Value))
+			r := &kgo.Record{Topic: pbTopic, Partition: int32(i % pbPartitions), Value: append([]byte(nil), rec.Value...)}
+			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		if err := cl.Flush(ctx); err != nil {
+			d.err = err
+			return
+		}
+		d.err = first
+	})
+	if pbData.err != nil {
+		b.Fatal(pbData.err)
+	}
+	if pbData.records != n {
+		b.Fatalf("topic holds %d records, want %d (FILESINK_KAFKA_BENCH_RECORDS changed within one process?)", pbData.records, n)
+	}
+	runtime.GC()
+	return &pbData
+}
+
+func pbCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func BenchmarkKafkaToFile(b *testing.B) {
+	d := pbSetup(b)
+	ctx := context.Background()
+	kcfg := kafka.Config{Brokers: d.cluster.Addrs(), Topics: []string{pbTopic}, Bounded: true}
+	b.SetBytes(d.bytes)
+	b.ReportAllocs()
+	var cpu time.Duration
+	var ckpts int64
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		out, err := os.MkdirTemp(b.TempDir(), "out")
+		if err != nil {
+			b.Fatal(err)
+		}
+		store, err := recovery.OpenDir(ctx, vfs.OS{}, filepath.Join(out, "_filesink"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := filesink.New(localfs.New(vfs.OS{}, out), 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu0 := pbCPU(b)
+		b.StartTimer()
+		res, err := pipeline.Run(ctx, pipeline.Config{
+			OpenSource: func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
+				return kafka.Open(ctx, kcfg, pos)
+			},
+			Store:              store,
+			Sinks:              []pipeline.Sink{w},
+			CheckpointInterval: time.Second,
+		})
+		b.StopTimer()
+		cpu += pbCPU(b) - cpu0
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !res.EndOfInput || res.Records != d.records || res.Bytes != d.bytes {
+			b.Fatalf("run %+v: want the end of input after %d records, %d bytes", res, d.records, d.bytes)
+		}
+		ckpts += int64(res.Checkpoint)
+		if i == 0 {
+			// Every value and its newline is published; nothing in progress.
+			if got, want := pbPublished(b, out), d.bytes+d.records; got != want {
+				b.Fatalf("published %d bytes, want %d", got, want)
+			}
+		}
+		if err := os.RemoveAll(out); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+	b.ReportMetric(float64(ckpts)/float64(b.N), "ckpts/op")
+}
+
+// pbPublished sums the sizes of the visible part files under out; an
+// in-progress or pending file fails the benchmark.
+func pbPublished(b *testing.B, out string) int64 {
+	var n int64
+	err := filepath.WalkDir(out, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if e.Name() == "_filesink" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasPrefix(e.Name(), ".") || strings.HasPrefix(e.Name(), "_") {
+			b.Fatalf("not a finished part: %s", p)
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		n += fi.Size()
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+func BenchmarkKafkaConsume(b *testing.B) {
+	d := pbSetup(b)
+	ctx := context.Background()
+	at := map[int32]kgo.Offset{}
+	for p := range int32(pbPartitions) {
+		at[p] = kgo.NewOffset().AtStart()
+	}
+	b.SetBytes(d.bytes)
+	b.ReportAllocs()
+	var cpu time.Duration
+	b.ResetTimer()
+	for range b.N {
+		cpu0 := pbCPU(b)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(d.cluster.Addrs()...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{pbTopic: at}),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.FetchMaxBytes(kafka.DefaultFetchMaxBytes), kgo.FetchMaxPartitionBytes(kafka.DefaultFetchMaxBytes))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var recs, bytes int64
+		var sum byte
+		for recs < d.records {
+			fs := cl.PollFetches(ctx)
+			if err := fs.Err(); err != nil {
+				b.Fatal(err)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				recs++
+				bytes += int64(len(r.Value))
+				if len(r.Value) > 0 { // touch the value (a cheap touch: the stricter limit)
+					sum ^= r.Value[0] ^ r.Value[len(r.Value)-1]
+				}
+			})
+		}
+		cl.Close()
+		cpu += pbCPU(b) - cpu0
+		if recs != d.records || bytes != d.bytes {
+			b.Fatalf("consumed %d records, %d bytes; want %d, %d", recs, bytes, d.records, d.bytes)
+		}
+		if sum == 0xff && bytes == 0 {
+			b.Log(sum) // keep sum live
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+}
