@@ -1,7 +1,7 @@
 # filesink: build, test, benchmark.
 GO ?= go
 
-.PHONY: all build test lint fuzz bench example
+.PHONY: all build test lint fuzz bench example example-wordcount
 
 all: build test
 
@@ -34,3 +34,12 @@ bench:
 # The main job on the embedded default: a generator into ./out.
 example:
 	$(GO) run ./cmd/filesink run --source 'gen://?count=1000000' --sink ./out
+
+# The word-count example (examples/wordcount) over a bounded topic of text
+# lines, into table wc; see its README for a local broker.
+WC_BROKERS ?= 127.0.0.1:9092
+WC_TOPIC ?= lines
+WC_DSN ?= root@tcp(127.0.0.1:3306)/test
+WC_STATE ?= ./wc-state
+example-wordcount:
+	$(GO) run ./examples/wordcount --brokers '$(WC_BROKERS)' --topic '$(WC_TOPIC)' --dsn '$(WC_DSN)' --state '$(WC_STATE)' --bounded
