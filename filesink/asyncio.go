@@ -29,10 +29,13 @@ type ioJob struct {
 	p    *part
 	buf  []byte
 	comp Compression // nil: write as is
+	drop bool        // do not return buf for reuse
 }
 
 // submit hands buf (no longer the caller's) to the I/O goroutine.
-func (q *ioQueue) submit(p *part, buf []byte, comp Compression) error {
+// With drop set, the buffer is released after the write instead of being
+// returned for reuse.
+func (q *ioQueue) submit(p *part, buf []byte, comp Compression, drop bool) error {
 	if err := q.error(); err != nil {
 		return err
 	}
@@ -45,7 +48,7 @@ func (q *ioQueue) submit(p *part, buf []byte, comp Compression) error {
 	p.queued.Add(int64(len(buf)))
 	q.lent.Add(int64(cap(buf)))
 	q.wg.Add(1)
-	q.jobs <- ioJob{p: p, buf: buf, comp: comp}
+	q.jobs <- ioJob{p: p, buf: buf, comp: comp, drop: drop}
 	return nil
 }
 
@@ -71,10 +74,14 @@ func (q *ioQueue) run(jobs <-chan ioJob, back chan<- []byte) {
 			}
 		}
 		j.p.queued.Add(-int64(len(j.buf)))
-		select {
-		case back <- j.buf[:0]:
-		default: // the owner has enough spare buffers
+		if j.drop {
 			q.lent.Add(-int64(cap(j.buf)))
+		} else {
+			select {
+			case back <- j.buf[:0]:
+			default: // the owner has enough spare buffers
+				q.lent.Add(-int64(cap(j.buf)))
+			}
 		}
 		q.wg.Done()
 	}

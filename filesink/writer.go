@@ -37,7 +37,7 @@ const (
 type Option func(*Writer)
 
 // WithEncoder sets the row format (default JSONLines).
-func WithEncoder(e Encoder) Option { return func(w *Writer) { w.enc = e } }
+func WithEncoder(e Encoder) Option { return func(w *Writer) { w.enc, w.encSet = e, true } }
 
 // WithCompression sets the compression (default none); see NewCompression.
 func WithCompression(c Compression) Option { return func(w *Writer) { w.comp = c } }
@@ -98,6 +98,8 @@ type Writer struct {
 	dl      committer.Backend
 	subtask int
 	enc     Encoder
+	encSet  bool       // WithEncoder was given
+	bulk    BulkFormat // nil: the row format enc
 	comp    Compression
 	assign  bucketing.Assigner
 	policy  RollingPolicy
@@ -117,6 +119,7 @@ type Writer struct {
 	scratch  []byte
 	free     [][]byte // empty buffers for reuse, counted in bufCap
 	io       ioQueue
+	bulkHeld int64 // sum of part.held over open bulk parts
 	stats    Stats
 	restored bool // Restore ran: later commits are of this run
 }
@@ -147,6 +150,11 @@ type part struct {
 	queued    atomic.Int64    // bytes submitted to the I/O goroutine, not yet written
 	full      atomic.Bool     // pw is a committer.Limited that must roll
 	resumable json.RawMessage // result of the last Persist
+
+	// Bulk parts only (WithBulkFormat; dead-letter parts are rows).
+	bulk BulkWriter // nil once closed
+	rows int64      // records added to bulk
+	held int64      // bulk.Buffered() after the last call into bulk
 }
 
 // entry is the element of the state and the committable envelope.
@@ -180,6 +188,10 @@ func New(backend committer.Backend, subtask int, opts ...Option) (*Writer, error
 		return nil, errors.New("filesink: nil encoder, assigner, rolling policy or clock")
 	case w.budget < minFlush:
 		return nil, fmt.Errorf("filesink: buffer budget %d is below the minimum %d", w.budget, minFlush)
+	case w.bulk != nil && w.encSet:
+		return nil, errors.New("filesink: both a row encoder (WithEncoder) and a bulk format (WithBulkFormat) are set")
+	case w.bulk != nil && w.comp != nil:
+		return nil, errors.New("filesink: a bulk format compresses its own pages: WithCompression does not apply to it (use the format's compression option)")
 	}
 	if w.prefix == "" || w.prefix[0] == '.' || w.prefix[0] == '_' || strings.ContainsAny(w.prefix, "/\\\x00") {
 		return nil, fmt.Errorf("filesink: invalid part prefix %q (must not be empty, contain '/' or start with '.' or '_')", w.prefix)
@@ -190,6 +202,9 @@ func New(backend committer.Backend, subtask int, opts ...Option) (*Writer, error
 		w.runID = hex.EncodeToString(b[:])
 	}
 	w.ext = w.enc.Extension()
+	if w.bulk != nil {
+		w.ext = w.bulk.Extension()
+	}
 	if w.comp != nil {
 		w.ext += w.comp.Extension()
 	}
@@ -225,6 +240,9 @@ func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin)
 	}
 	if err != nil {
 		return w.bad(ctx, record, origin, fmt.Errorf("bucket: %w", err), now)
+	}
+	if w.bulk != nil {
+		return w.writeBulk(ctx, bucketKey{path: bpath}, record, origin, now)
 	}
 	n, err := w.encode(ctx, bucketKey{path: bpath}, record, now)
 	if err != nil {
@@ -376,14 +394,22 @@ func (w *Writer) afterAppend(ctx context.Context, b *bucket) error {
 		}
 	}
 	if w.usage() > w.budget {
-		return w.shrink(ctx)
+		return w.relieve(ctx)
 	}
 	return nil
 }
 
 // usage is the memory held for records: bucket and spare buffers, and
 // buffers lent to the I/O goroutine.
-func (w *Writer) usage() int64 { return w.bufCap + w.io.lent.Load() }
+func (w *Writer) usage() int64 { return w.bufCap + w.io.lent.Load() + w.bulkHeld }
+
+// BufferedBytes is the memory the Writer holds for records, as counted
+// against its buffer budget: buffers of encoded bytes (in buckets, spare,
+// or in flight to the part files) plus, with a bulk format, what the bulk
+// writers report as Buffered. It is at most the budget after every Write
+// (with a bulk format: plus at most one record's growth, reclaimed by the
+// same Write). Call it from the goroutine that calls Write.
+func (w *Writer) BufferedBytes() int64 { return w.usage() }
 
 // release takes b's (empty) buffer back, keeping a few for reuse.
 func (w *Writer) release(b *bucket) {
@@ -465,7 +491,7 @@ func (w *Writer) mustRoll(b *bucket, info PartInfo, n int, now time.Time) bool {
 
 func (w *Writer) info(b *bucket) PartInfo {
 	p := b.part
-	size := int64(len(b.buf)) + sizeOf(p)
+	size := int64(len(b.buf)) + sizeOf(p) + p.held
 	return PartInfo{Bucket: b.key.path, Created: p.created, LastWrite: p.lastWrite, Size: size}
 }
 
@@ -496,12 +522,19 @@ func (w *Writer) flush(ctx context.Context, b *bucket) error {
 	buf := b.buf
 	w.bufCap -= int64(cap(buf)) // lent to the I/O goroutine; reserve takes it back
 	b.buf = nil
-	return w.io.submit(p, buf, comp)
+	// Buffers of bulk parts are sized by the encoder's writes (a row
+	// group): not kept for reuse.
+	return w.io.submit(p, buf, comp, w.isBulk(b))
 }
 
 // roll closes b's part for commit in the background; its committable is
 // returned by the next Prepare.
 func (w *Writer) roll(ctx context.Context, b *bucket) error {
+	if w.isBulk(b) {
+		if err := w.closeBulk(b); err != nil || b.part == nil {
+			return err
+		}
+	}
 	if err := w.flush(ctx, b); err != nil {
 		return err
 	}
@@ -633,6 +666,15 @@ func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(
 		if b.part == nil {
 			continue
 		}
+		if w.isBulk(b) {
+			// A footer cannot be resumed: every bulk part rolls.
+			if err := w.closeBulk(b); err != nil {
+				return nil, err
+			}
+			if b.part == nil {
+				continue
+			}
+		}
 		if err := w.flush(ctx, b); err != nil {
 			return nil, err
 		}
@@ -648,7 +690,7 @@ func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(
 			b.part = nil
 			continue
 		}
-		if final || w.policy.OnCheckpoint(w.info(b)) {
+		if final || w.isBulk(b) || w.policy.OnCheckpoint(w.info(b)) {
 			w.closeInBackground(ctx, b)
 			continue
 		}
@@ -806,6 +848,9 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 		if be == nil {
 			return fmt.Errorf("filesink: the checkpoint has an open dead-letter part but no dead-letter output is configured")
 		}
+		if w.bulk != nil && !e.DeadLetter {
+			return fmt.Errorf("filesink: the checkpoint has an open row-format part (%s) in bucket %q, which a bulk format cannot resume: it was written with another --format", e.Part, e.Bucket)
+		}
 		target, _, err := be.Describe(e.Part)
 		if err != nil {
 			return err
@@ -856,6 +901,16 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 				if err := addEntry(pc.Data); err != nil {
 					return fmt.Errorf("filesink: bad committable in checkpoint %d: %w", c.ID, err)
 				}
+			}
+		}
+	}
+	// Open bulk parts have no resumable (they are never persisted in
+	// progress): they roll now, to be kept as the next Prepare's
+	// committables.
+	for _, b := range w.sorted() {
+		if w.isBulk(b) && b.part != nil && b.part.pw != nil {
+			if err := w.roll(ctx, b); err != nil {
+				return err
 			}
 		}
 	}
@@ -911,6 +966,6 @@ func (w *Writer) Close() error {
 		}
 		delete(w.buckets, k)
 	}
-	w.bufCap, w.rolled, w.free = 0, nil, nil
+	w.bufCap, w.rolled, w.free, w.bulkHeld = 0, nil, nil, 0
 	return first
 }

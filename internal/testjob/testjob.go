@@ -37,6 +37,10 @@ type Job struct {
 	CheckpointEvery int64  // default 100 records
 	RollOnCkpt      bool
 	Hook            func(point string) error // committer hook
+	// Bulk is a bulk format (WithBulkFormat; Compression must be empty).
+	// Check reads its files by extension: FakeBulkExt, or a FileReader
+	// given to it.
+	Bulk filesink.BulkFormat
 }
 
 // Run runs j on fsys until the end of input (nil) or the first error.
@@ -72,6 +76,9 @@ func (j Job) Run(ctx context.Context, fsys vfs.FS) error {
 		if comp != nil {
 			opts = append(opts, filesink.WithCompression(comp))
 		}
+		if j.Bulk != nil {
+			opts = append(opts, filesink.WithBulkFormat(j.Bulk))
+		}
 		w, err := filesink.New(be, i, opts...)
 		if err != nil {
 			return err
@@ -101,8 +108,9 @@ func (j Job) Run(ctx context.Context, fsys vfs.FS) error {
 // Check reads every finished file under Out and returns a description of
 // every problem: an id of 0..count-1 missing or seen more than once, a
 // staging file visible as output, an undecodable file. Empty means exactly
-// once.
-func Check(fsys vfs.FS, count int64) []string {
+// once. Files whose names end with a reader's Ext are read by it; JSON
+// lines (compressed by extension) and FakeBulk files are read without one.
+func Check(fsys vfs.FS, count int64, readers ...FileReader) []string {
 	seen := make(map[int64][]string)
 	var problems []string
 	var walk func(dir string)
@@ -124,7 +132,7 @@ func Check(fsys vfs.FS, count int64) []string {
 			if strings.Contains(e.Name(), "inprogress") || strings.Contains(e.Name(), ".tmp") {
 				problems = append(problems, "staging file visible: "+name)
 			}
-			ids, err := readIDs(fsys, name)
+			ids, err := readIDs(fsys, name, readers)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", name, err))
 			}
@@ -159,10 +167,38 @@ func Check(fsys vfs.FS, count int64) []string {
 	return problems
 }
 
-func readIDs(fsys vfs.FS, name string) ([]int64, error) {
+// FileReader reads the ids of the records of a file format.
+type FileReader struct {
+	Ext string // file name suffix, such as ".parquet"
+	IDs func(data []byte) ([]int64, error)
+}
+
+func readIDs(fsys vfs.FS, name string, readers []FileReader) ([]int64, error) {
 	raw, err := vfs.ReadFile(fsys, name)
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range readers {
+		if strings.HasSuffix(name, r.Ext) {
+			return r.IDs(raw)
+		}
+	}
+	if strings.HasSuffix(name, FakeBulkExt) {
+		f, err := DecodeFakeBulk(raw)
+		if err != nil {
+			return nil, err
+		}
+		var ids []int64
+		for i, rec := range f.Records {
+			var r struct {
+				ID *int64 `json:"id"`
+			}
+			if err := json.Unmarshal(rec, &r); err != nil || r.ID == nil {
+				return ids, fmt.Errorf("record %d is not a record: %q", i, rec)
+			}
+			ids = append(ids, *r.ID)
+		}
+		return ids, nil
 	}
 	var r io.Reader = bytes.NewReader(raw)
 	switch {

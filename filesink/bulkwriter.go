@@ -1,0 +1,218 @@
+package filesink
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/filesink/filesink/source"
+)
+
+// WithBulkFormat makes the Writer write part files of a bulk (columnar)
+// format, such as Parquet or Arrow IPC (package filesink/bulk), instead of
+// a row format: each open bucket has one BulkWriter, whose bytes go to the
+// part file through the Writer's I/O goroutine.
+//
+// A bulk part rolls at every checkpoint, whatever the rolling policy's
+// OnCheckpoint says (a footer cannot be resumed, so a bulk part is never
+// persisted in progress and checkpoint state holds none), and also when the
+// policy's OnEvent (size: bytes written plus the writer's Buffered) or
+// OnTime (rollover, inactivity) says so. Records of an in-progress bulk part
+// that a crash loses come again from the source.
+//
+// The BulkWriters' Buffered bytes count against the buffer budget: when
+// the total goes over, the Writer flushes the largest writers' row groups
+// early (BulkWriter.Flush), and rolls a part whose writer does not give
+// the memory back.
+//
+// A record the format rejects (an Add error wrapping ErrBadRecord) is a
+// *BadRecordError naming its origin, or goes to the WithDeadLetter output,
+// which stays JSON lines. WithBulkFormat excludes WithEncoder and
+// WithCompression (the format compresses its own pages); New reports
+// either combination as an error.
+func WithBulkFormat(f BulkFormat) Option { return func(w *Writer) { w.bulk = f } }
+
+// bulkFlushAt is the size from which the bytes a bulk writer produced are
+// handed to the I/O goroutine after the call that produced them.
+const bulkFlushAt = minFlush
+
+// isBulk reports whether b's parts are written by bulk writers.
+func (w *Writer) isBulk(b *bucket) bool { return w.bulk != nil && !b.key.dl }
+
+// bulkSink is the io.Writer of one bulk part's BulkWriter: it appends to
+// the bucket's buffer (counted in bufCap); the Writer hands the buffer to
+// the I/O goroutine after the call into the BulkWriter returns.
+type bulkSink struct {
+	w *Writer
+	b *bucket
+	p *part
+}
+
+func (s bulkSink) Write(data []byte) (int, error) {
+	if s.b.part != s.p {
+		return 0, fmt.Errorf("filesink: the bulk writer of %s wrote after Close", s.p.target)
+	}
+	old := cap(s.b.buf)
+	s.b.buf = append(s.b.buf, data...)
+	s.w.bufCap += int64(cap(s.b.buf) - old)
+	return len(data), nil
+}
+
+// writeBulk adds record to the bulk part of bucket key.
+func (w *Writer) writeBulk(ctx context.Context, key bucketKey, record []byte, origin source.Origin, now time.Time) error {
+	b := w.buckets[key]
+	if b == nil {
+		b = &bucket{key: key}
+		w.buckets[key] = b
+	}
+	if b.part != nil && w.mustRoll(b, w.info(b), 0, now) {
+		if err := w.roll(ctx, b); err != nil {
+			return err
+		}
+	}
+	if b.part == nil {
+		if err := w.openBulk(b, now); err != nil {
+			return err
+		}
+	}
+	p := b.part
+	err := p.bulk.Add(record)
+	w.account(p)
+	if err != nil {
+		if !errors.Is(err, ErrBadRecord) {
+			return fmt.Errorf("filesink: %s: %w", p.target, err)
+		}
+		if err := w.bad(ctx, record, origin, fmt.Errorf("encode%s: %w", w.bulk.Extension(), err), now); err != nil {
+			return err
+		}
+		return w.afterBulk(ctx, b)
+	}
+	p.rows++
+	p.lastWrite = now
+	w.stats.Records.Add(1)
+	w.stats.Bytes.Add(int64(len(record)))
+	return w.afterBulk(ctx, b)
+}
+
+// openBulk starts a new bulk part in b. Its file is opened when the first
+// bytes are handed to the I/O goroutine.
+func (w *Writer) openBulk(b *bucket, now time.Time) error {
+	name := fmt.Sprintf("%s%s-%d%s", w.namespace(), w.runID, w.counter, w.ext)
+	w.counter++
+	p := &part{target: path.Join(b.key.path, name), created: now, lastWrite: now}
+	b.part = p
+	bw, err := w.bulk.NewWriter(bulkSink{w: w, b: b, p: p})
+	if err != nil {
+		b.part = nil
+		w.bufCap -= int64(cap(b.buf))
+		b.buf = nil
+		return fmt.Errorf("filesink: new %s writer for %s: %w", w.ext, p.target, err)
+	}
+	p.bulk = bw
+	w.account(p)
+	return nil
+}
+
+// account brings the budget's count of p's bulk writer up to date.
+func (w *Writer) account(p *part) {
+	var held int64
+	if p.bulk != nil {
+		held = p.bulk.Buffered()
+	}
+	w.bulkHeld += held - p.held
+	p.held = held
+}
+
+// afterBulk hands the bytes b's bulk writer produced to the I/O goroutine
+// and keeps the total within the budget.
+func (w *Writer) afterBulk(ctx context.Context, b *bucket) error {
+	if len(b.buf) >= bulkFlushAt {
+		if err := w.flush(ctx, b); err != nil {
+			return err
+		}
+	}
+	if w.usage() > w.budget {
+		return w.relieve(ctx)
+	}
+	return nil
+}
+
+// closeBulk writes the footer of b's bulk part into b's buffer. A part
+// that received no record and opened no file is dropped (b.part is nil
+// afterwards).
+func (w *Writer) closeBulk(b *bucket) error {
+	p := b.part
+	if p.bulk == nil {
+		return nil
+	}
+	err := p.bulk.Close()
+	p.bulk = nil
+	w.account(p)
+	if err != nil {
+		return fmt.Errorf("filesink: closing %s: %w", p.target, err)
+	}
+	if p.rows == 0 && p.pw == nil {
+		w.bufCap -= int64(cap(b.buf))
+		b.buf, b.part = nil, nil
+	}
+	return nil
+}
+
+// relieve brings the memory held back within the budget: bulk writers
+// first (their row groups are the bulk of it), then buffers.
+func (w *Writer) relieve(ctx context.Context) error {
+	if w.bulkHeld > 0 {
+		if err := w.shrinkBulk(ctx); err != nil {
+			return err
+		}
+	}
+	if w.usage() > w.budget {
+		return w.shrink(ctx)
+	}
+	return nil
+}
+
+// shrinkBulk flushes the row groups of the bulk writers holding the most
+// until the total is at most 3/4 of the budget. A writer that keeps more
+// than half of what it held through Flush has its part rolled instead.
+func (w *Writer) shrinkBulk(ctx context.Context) error {
+	var bs []*bucket
+	for _, b := range w.buckets {
+		if b.part != nil && b.part.bulk != nil && b.part.held > 0 {
+			bs = append(bs, b)
+		}
+	}
+	slices.SortFunc(bs, func(x, y *bucket) int {
+		if c := cmp.Compare(y.part.held, x.part.held); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.key.path, y.key.path)
+	})
+	for _, b := range bs {
+		if w.usage() <= w.budget/4*3 {
+			break
+		}
+		p := b.part
+		before := p.held
+		err := p.bulk.Flush()
+		w.account(p)
+		if err != nil {
+			return fmt.Errorf("filesink: flushing a row group of %s: %w", p.target, err)
+		}
+		if p.held > before/2 {
+			w.log.Debug("bulk writer kept its memory through Flush: rolling its part", "part", p.target, "held", p.held)
+			if err := w.roll(ctx, b); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.flush(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
