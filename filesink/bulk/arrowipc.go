@@ -1,0 +1,166 @@
+package bulk
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/filesink/filesink/filesink"
+)
+
+// ArrowFormat writes Arrow IPC files (the random-access "Feather v2" file
+// format, not the stream format) of one schema. Safe for concurrent use
+// (its writers are not).
+type ArrowFormat struct {
+	schema *Schema
+	opts   Options
+	ipcOpt []ipc.Option
+}
+
+var _ filesink.BulkFormat = (*ArrowFormat)(nil)
+
+// ArrowIPC returns the Arrow IPC file format for records of schema.
+// Compression is Uncompressed (the default), LZ4 or Zstd (buffer
+// compression, which every Arrow reader since 2.0 understands); a row
+// group is one record batch. Dictionary and NoStatistics are ignored.
+func ArrowIPC(schema *Schema, opts Options) (*ArrowFormat, error) {
+	if schema == nil {
+		return nil, errNoSchema
+	}
+	opts, err := opts.validate()
+	if err != nil {
+		return nil, err
+	}
+	f := &ArrowFormat{schema: schema, opts: opts}
+	switch opts.Compression {
+	case "", Uncompressed:
+	case LZ4:
+		f.ipcOpt = append(f.ipcOpt, ipc.WithLZ4())
+	case Zstd:
+		f.ipcOpt = append(f.ipcOpt, ipc.WithZstd())
+	default:
+		return nil, fmt.Errorf("bulk: Arrow IPC compression %q is not one of none, lz4, zstd", opts.Compression)
+	}
+	return f, nil
+}
+
+// Extension implements filesink.BulkFormat.
+func (f *ArrowFormat) Extension() string { return ".arrow" }
+
+// Schema returns the format's schema.
+func (f *ArrowFormat) Schema() *Schema { return f.schema }
+
+// NewWriter implements filesink.BulkFormat; it returns an *ArrowWriter.
+func (f *ArrowFormat) NewWriter(w io.Writer) (filesink.BulkWriter, error) {
+	return f.NewArrowWriter(w)
+}
+
+// NewArrowWriter starts an Arrow IPC file whose bytes go to w. Nothing is
+// written to w before the first Flush or Close.
+func (f *ArrowFormat) NewArrowWriter(w io.Writer) (*ArrowWriter, error) {
+	buf := newRowBuffer(f.schema, f.opts)
+	out := &posWriter{w: w}
+	opts := append([]ipc.Option{ipc.WithSchema(f.schema.arrow), ipc.WithAllocator(buf.mem)}, f.ipcOpt...)
+	fw, err := ipc.NewFileWriter(out, opts...)
+	if err != nil {
+		buf.release()
+		return nil, err
+	}
+	return &ArrowWriter{fw: fw, buf: buf}, nil
+}
+
+// ArrowWriter encodes one Arrow IPC file. Not safe for concurrent use.
+// Each Flush writes the JSON rows added since the last one as one record
+// batch; batches added with AddArrow are written as they are.
+type ArrowWriter struct {
+	fw     *ipc.FileWriter
+	buf    *rowBuffer
+	err    error
+	closed bool
+}
+
+var _ filesink.BulkWriter = (*ArrowWriter)(nil)
+
+// Add converts one JSON object record, as ParquetWriter.Add does.
+func (w *ArrowWriter) Add(record []byte) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.buf.add(record); err != nil {
+		return err
+	}
+	if w.buf.full() {
+		return w.Flush()
+	}
+	return nil
+}
+
+// AddArrow appends a record batch of the schema's Arrow schema, as
+// ParquetWriter.AddArrow does.
+func (w *ArrowWriter) AddArrow(rec arrow.Record) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.buf.addArrow(rec); err != nil {
+		return err
+	}
+	if w.buf.full() {
+		return w.Flush()
+	}
+	return nil
+}
+
+func (w *ArrowWriter) usable() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// Rows is the number of rows added to the file so far.
+func (w *ArrowWriter) Rows() int64 { return w.buf.total }
+
+// Buffered implements filesink.BulkWriter.
+func (w *ArrowWriter) Buffered() int64 { return w.buf.buffered() }
+
+// Flush writes the buffered rows as record batches. An error leaves the
+// file broken: later calls return it.
+func (w *ArrowWriter) Flush() error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	w.buf.cut()
+	for _, rec := range w.buf.pending {
+		if err := w.fw.Write(rec); err != nil {
+			w.buf.releasePending()
+			w.err = fmt.Errorf("bulk: writing Arrow IPC: %w", err)
+			return w.err
+		}
+	}
+	w.buf.releasePending()
+	return nil
+}
+
+// Close writes the remaining rows and the footer. After a nil error the
+// bytes written are one complete Arrow IPC file. Close releases the
+// writer's memory, also after an error; a second Close returns nil.
+func (w *ArrowWriter) Close() error {
+	if w.closed {
+		return nil
+	}
+	err := w.Flush()
+	if err == nil {
+		if cerr := w.fw.Close(); cerr != nil {
+			w.err = fmt.Errorf("bulk: writing Arrow IPC: %w", cerr)
+			err = w.err
+		}
+	}
+	w.closed = true
+	w.buf.release()
+	w.fw = nil
+	return err
+}

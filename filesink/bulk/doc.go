@@ -1,0 +1,42 @@
+// Package bulk implements the bulk (columnar) formats of filesink: Parquet
+// and Arrow IPC part files, written by a filesink.BulkWriter that buffers a
+// row group in memory and writes the footer at Close.
+//
+// # Schema
+//
+// Every format has a Schema: from the --schema JSON document
+// (ParseSchema), an Arrow schema (SchemaFromArrow) or a Go struct type
+// (SchemaFromStruct). Types are int32, int64, float32, float64, bool,
+// string, binary, timestamp_{s,ms,us,ns}, date, decimal(P,S), list<T> and
+// struct; fields are nullable unless "nullable": false.
+//
+// # Input
+//
+// Add takes one JSON object per record (the CLI's JSON lines) and converts
+// it straight into Arrow builders with a hand-written parser (no
+// encoding/json, no reflection). JSON numbers of timestamps are epoch units
+// of the field's unit, RFC 3339 strings are accepted too (finer fractions
+// are truncated); dates are day numbers or "YYYY-MM-DD"; decimals are JSON
+// numbers or decimal strings, never rounded; binary is base64. Keys not in
+// the schema are ignored. A record that does not fit is a *FieldError,
+// which matches filesink.ErrBadRecord and names the field; it leaves
+// nothing behind (records are checked whole before anything is appended).
+// Library users can add Arrow record batches with AddArrow.
+//
+// Both input paths end in the same place: Arrow record batches, encoded by
+// Apache Arrow's pqarrow (Parquet) or ipc (Arrow IPC) writer. The choice of
+// pqarrow over xitongsys/parquet-go is measured in bench_test.go.
+//
+// # Memory and durability
+//
+// A writer holds at most one row group in memory (Buffered counts it, from
+// the allocator its Arrow buffers come from). It writes nothing durable by
+// itself: the bytes go to the io.Writer the filesink.Writer gives it, and a
+// file is only complete after Close returns nil. A crash before that leaves
+// a file without a footer, which the Writer never publishes.
+//
+// # Concurrency
+//
+// Schemas and formats are immutable and safe for concurrent use; each
+// writer is used by one goroutine at a time.
+package bulk

@@ -1,0 +1,416 @@
+package bulk
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/decimal128"
+)
+
+// The JSON → Arrow converter.
+//
+// A record is converted in two phases so that a bad record leaves nothing
+// in the builders: the check phase parses the whole record, converts every
+// top-level scalar into a slot and checks every nested value (lists,
+// structs) without appending; only when all of it fits the schema does the
+// append phase move the slots into the builders and walk the nested values
+// again, appending. Flat records are thus parsed once; nested values twice.
+//
+// The parser is hand-written over the bytes: no encoding/json, no
+// reflection, and no allocation per record once the scratch buffers have
+// grown. It accepts what encoding/json accepts: strings with invalid UTF-8
+// or lone surrogates get U+FFFD, a duplicate key keeps its last value, and
+// keys not in the schema are skipped (after checking their syntax).
+
+// maxDepth bounds nesting, like encoding/json.
+const maxDepth = 10000
+
+const (
+	slotMissing uint8 = iota
+	slotNull
+	slotValue
+)
+
+// slot holds one converted scalar (or where a nested value is).
+type slot struct {
+	state     uint8
+	inScratch bool // s0:s1 index the scratch buffer, else the record
+	i         int64
+	f         float64
+	dec       decimal128.Num
+	s0, s1    int // string/binary bytes; for nested nodes the raw JSON span
+}
+
+// converter appends JSON records to the builders of a schema's top-level
+// fields. Not safe for concurrent use.
+type converter struct {
+	root    *node
+	bs      []array.Builder
+	slots   []slot
+	scratch []byte
+	// per nesting depth, reused: which struct children were seen (check
+	// phase) and where their values are (append phase).
+	seen  [][]bool
+	spans [][][2]int
+	p     parser
+	tmp   []byte // unescaped base64 text
+	// bytes appended since the last reset, approximately (values and
+	// offsets, not capacity): for row-group sizing.
+	size int64
+}
+
+func newConverter(root *node, bs []array.Builder) *converter {
+	return &converter{root: root, bs: bs, slots: make([]slot, len(root.fields))}
+}
+
+type parser struct {
+	b []byte
+	i int
+}
+
+func (p *parser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func syntaxErr(p *parser, msg string) error {
+	return &FieldError{Problem: "invalid JSON at byte " + strconv.Itoa(p.i) + ": " + msg}
+}
+
+// add converts one record. A non-nil error is a *FieldError and nothing
+// was appended.
+func (c *converter) add(rec []byte) error {
+	c.scratch = c.scratch[:0]
+	for i := range c.slots {
+		c.slots[i].state = slotMissing
+	}
+	p := &c.p
+	*p = parser{b: rec}
+	p.ws()
+	if p.i >= len(rec) || rec[p.i] != '{' {
+		if p.i >= len(rec) {
+			return &FieldError{Problem: "empty record"}
+		}
+		return &FieldError{Problem: "not a JSON object"}
+	}
+	p.i++
+	p.ws()
+	root := c.root
+	guess := 0
+	if p.i < len(rec) && rec[p.i] == '}' {
+		p.i++
+	} else {
+		for {
+			k0, k1, esc, err := p.str()
+			if err != nil {
+				return err
+			}
+			key := rec[k0:k1]
+			if esc {
+				key = unescape(make([]byte, 0, k1-k0), key)
+			}
+			idx := root.lookup(key, guess)
+			p.ws()
+			if p.i >= len(rec) || rec[p.i] != ':' {
+				return syntaxErr(p, "expected ':' after key")
+			}
+			p.i++
+			p.ws()
+			if idx < 0 {
+				if err := p.skip(1); err != nil {
+					return err
+				}
+			} else {
+				guess = idx + 1
+				n := root.fields[idx]
+				sl := &c.slots[idx]
+				if n.kind < kList {
+					if err := c.scalar(p, n, sl); err != nil {
+						return err
+					}
+				} else {
+					start := p.i
+					if err := c.value(p, n, nil, 1); err != nil {
+						return err
+					}
+					sl.state = slotValue
+					if rec[start] == 'n' {
+						sl.state = slotNull
+					}
+					sl.s0, sl.s1 = start, p.i
+				}
+			}
+			p.ws()
+			if p.i >= len(rec) {
+				return syntaxErr(p, "unexpected end of input in object")
+			}
+			if rec[p.i] == ',' {
+				p.i++
+				p.ws()
+				continue
+			}
+			if rec[p.i] == '}' {
+				p.i++
+				break
+			}
+			return syntaxErr(p, "expected ',' or '}' in object")
+		}
+	}
+	p.ws()
+	if p.i != len(rec) {
+		return syntaxErr(p, "data after the top-level value")
+	}
+	for i, n := range root.fields {
+		if c.slots[i].state == slotMissing && !n.nullable {
+			return fieldErr(n, "missing required field")
+		}
+	}
+	// Append phase: cannot fail.
+	for i, n := range root.fields {
+		sl := &c.slots[i]
+		b := c.bs[i]
+		switch {
+		case sl.state != slotValue:
+			b.AppendNull()
+			c.size++
+		case n.kind < kList:
+			c.appendSlot(b, n, sl, rec)
+		default:
+			sub := parser{b: rec, i: sl.s0}
+			_ = c.value(&sub, n, b, 1) // checked above
+		}
+	}
+	return nil
+}
+
+func jsonKind(c byte) string {
+	switch {
+	case c == '"':
+		return "a string"
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == 't' || c == 'f':
+		return "a bool"
+	case c == 'n':
+		return "null"
+	case c == '-' || c >= '0' && c <= '9':
+		return "a number"
+	}
+	return "invalid JSON"
+}
+
+var typeNames = [...]string{kInt32: "int32", kInt64: "int64", kFloat32: "float32", kFloat64: "float64", kBool: "bool", kString: "string", kBinary: "binary (a base64 string)", kTimestamp: "timestamp (a number or an RFC 3339 string)", kDate: "date (days since 1970-01-01 or \"YYYY-MM-DD\")", kDecimal: "decimal (a number or a decimal string)", kList: "a list (JSON array)", kStruct: "a struct (JSON object)"}
+
+func wrongType(n *node, c byte) error {
+	return fieldErr(n, "wrong type: want %s, got %s", typeNames[n.kind], jsonKind(c))
+}
+
+// scalar parses one scalar value into sl, checking it against n.
+func (c *converter) scalar(p *parser, n *node, sl *slot) error {
+	if p.i >= len(p.b) {
+		return syntaxErr(p, "unexpected end of input")
+	}
+	ch := p.b[p.i]
+	if ch == 'n' {
+		if err := p.lit("null"); err != nil {
+			return err
+		}
+		if !n.nullable {
+			return fieldErr(n, "null for a field that is not nullable")
+		}
+		sl.state = slotNull
+		return nil
+	}
+	sl.state = slotValue
+	switch n.kind {
+	case kInt32, kInt64:
+		if ch != '-' && (ch < '0' || ch > '9') {
+			if ch == 't' || ch == 'f' || ch == '"' || ch == '{' || ch == '[' {
+				return wrongType(n, ch)
+			}
+			return syntaxErr(p, "unexpected character")
+		}
+		s, e, isInt, err := p.number()
+		if err != nil {
+			return err
+		}
+		if !isInt {
+			return fieldErr(n, "%s is not an integer", p.b[s:e])
+		}
+		v, ok := parseInt(p.b[s:e])
+		if !ok || n.kind == kInt32 && (v < math.MinInt32 || v > math.MaxInt32) {
+			return fieldErr(n, "%s overflows %s", p.b[s:e], typeNames[n.kind])
+		}
+		sl.i = v
+	case kFloat32, kFloat64:
+		if ch != '-' && (ch < '0' || ch > '9') {
+			return c.badValue(p, n, ch)
+		}
+		s, e, _, err := p.number()
+		if err != nil {
+			return err
+		}
+		bits := 64
+		if n.kind == kFloat32 {
+			bits = 32
+		}
+		f, err := strconv.ParseFloat(string(p.b[s:e]), bits)
+		if err != nil && math.IsInf(f, 0) {
+			return fieldErr(n, "%s overflows %s", p.b[s:e], typeNames[n.kind])
+		}
+		sl.f = f
+	case kBool:
+		switch ch {
+		case 't':
+			sl.i = 1
+			return p.lit("true")
+		case 'f':
+			sl.i = 0
+			return p.lit("false")
+		}
+		return c.badValue(p, n, ch)
+	case kString, kBinary:
+		if ch != '"' {
+			return c.badValue(p, n, ch)
+		}
+		s, e, esc, err := p.str()
+		if err != nil {
+			return err
+		}
+		if n.kind == kString {
+			if !esc {
+				sl.inScratch, sl.s0, sl.s1 = false, s, e
+				return nil
+			}
+			sl.inScratch, sl.s0 = true, len(c.scratch)
+			c.scratch = unescape(c.scratch, p.b[s:e])
+			sl.s1 = len(c.scratch)
+			return nil
+		}
+		src := p.b[s:e]
+		if esc {
+			c.tmp = unescape(c.tmp[:0], src)
+			src = c.tmp
+		}
+		mark := len(c.scratch)
+		c.scratch = append(c.scratch, make([]byte, base64.StdEncoding.DecodedLen(len(src)))...)
+		m, err := base64.StdEncoding.Decode(c.scratch[mark:], src)
+		if err != nil {
+			c.scratch = c.scratch[:mark]
+			return fieldErr(n, "invalid base64: %v", err)
+		}
+		c.scratch = c.scratch[:mark+m]
+		sl.inScratch, sl.s0, sl.s1 = true, mark, mark+m
+	case kTimestamp:
+		switch {
+		case ch == '-' || ch >= '0' && ch <= '9':
+			s, e, isInt, err := p.number()
+			if err != nil {
+				return err
+			}
+			if !isInt {
+				return fieldErr(n, "%s is not an integer number of %s", p.b[s:e], unitName(n.unit))
+			}
+			v, ok := parseInt(p.b[s:e])
+			if !ok {
+				return fieldErr(n, "%s overflows int64", p.b[s:e])
+			}
+			sl.i = v
+		case ch == '"':
+			s, e, esc, err := p.str()
+			if err != nil {
+				return err
+			}
+			if esc {
+				return fieldErr(n, "invalid RFC 3339 timestamp %s", p.b[s-1:e+1])
+			}
+			t, err := time.Parse(time.RFC3339Nano, string(p.b[s:e]))
+			if err != nil {
+				return fieldErr(n, "invalid RFC 3339 timestamp %q", p.b[s:e])
+			}
+			v, ok := timeIn(t, n.unit)
+			if !ok {
+				return fieldErr(n, "%q is out of range for %s", p.b[s:e], unitName(n.unit))
+			}
+			sl.i = v
+		default:
+			return c.badValue(p, n, ch)
+		}
+	case kDate:
+		switch {
+		case ch == '-' || ch >= '0' && ch <= '9':
+			s, e, isInt, err := p.number()
+			if err != nil {
+				return err
+			}
+			v, ok := parseInt(p.b[s:e])
+			if !isInt || !ok || v < math.MinInt32 || v > math.MaxInt32 {
+				return fieldErr(n, "%s is not a day number (int32)", p.b[s:e])
+			}
+			sl.i = v
+		case ch == '"':
+			s, e, _, err := p.str()
+			if err != nil {
+				return err
+			}
+			v, ok := parseDate(p.b[s:e])
+			if !ok {
+				return fieldErr(n, "invalid date %s (want \"YYYY-MM-DD\")", p.b[s-1:e+1])
+			}
+			sl.i = v
+		default:
+			return c.badValue(p, n, ch)
+		}
+	case kDecimal:
+		var s, e int
+		switch {
+		case ch == '-' || ch >= '0' && ch <= '9':
+			var err error
+			if s, e, _, err = p.number(); err != nil {
+				return err
+			}
+		case ch == '"':
+			var esc bool
+			var err error
+			if s, e, esc, err = p.str(); err != nil {
+				return err
+			}
+			q := parser{b: p.b[:e], i: s}
+			if esc || s == e || q.b[s] != '-' && (q.b[s] < '0' || q.b[s] > '9') {
+				return fieldErr(n, "%s is not a decimal number", p.b[s-1:e+1])
+			}
+			if _, _, _, err := q.number(); err != nil || q.i != e {
+				return fieldErr(n, "%s is not a decimal number", p.b[s-1:e+1])
+			}
+		default:
+			return c.badValue(p, n, ch)
+		}
+		v, problem := parseDecimal(p.b[s:e], n.prec, n.scale)
+		if problem != "" {
+			return fieldErr(n, "%s %s", p.b[s:e], problem)
+		}
+		sl.dec = v
+	default:
+		return fieldErr(n, "internal: not a scalar")
+	}
+	return nil
+}
+
+func (c *converter) badValue(p *parser, n *node, ch byte) error {
+	switch ch {
+	case '"', '{', '[', 't', 'f', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return wrongType(n, ch)
+	}
+	return syntaxErr(p, "unexpected character "+strconv.QuoteRune(rune(ch)))
+}

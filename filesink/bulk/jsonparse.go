@@ -1,0 +1,701 @@
+package bulk
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/decimal128"
+)
+
+// value checks (b == nil) or appends (b != nil) one value of any type at
+// p. In append mode the value must have passed the check mode: errors are
+// then not expected.
+func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error {
+	if depth > maxDepth {
+		return syntaxErr(p, "nesting too deep")
+	}
+	if p.i >= len(p.b) {
+		return syntaxErr(p, "unexpected end of input")
+	}
+	ch := p.b[p.i]
+	if n.kind < kList {
+		var sl slot
+		mark := len(c.scratch)
+		if err := c.scalar(p, n, &sl); err != nil {
+			return err
+		}
+		if b != nil {
+			if sl.state == slotNull {
+				b.AppendNull()
+				c.size++
+			} else {
+				c.appendSlot(b, n, &sl, p.b)
+			}
+		}
+		c.scratch = c.scratch[:mark]
+		return nil
+	}
+	if ch == 'n' {
+		if err := p.lit("null"); err != nil {
+			return err
+		}
+		if !n.nullable {
+			return fieldErr(n, "null for a field that is not nullable")
+		}
+		if b != nil {
+			b.AppendNull()
+			c.size++
+		}
+		return nil
+	}
+	switch n.kind {
+	case kList:
+		if ch != '[' {
+			return c.badValue(p, n, ch)
+		}
+		var vb array.Builder
+		if b != nil {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			vb = lb.ValueBuilder()
+			c.size += 5
+		}
+		p.i++
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == ']' {
+			p.i++
+			return nil
+		}
+		for {
+			if err := c.value(p, n.elem, vb, depth+1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) {
+				return syntaxErr(p, "unexpected end of input in array")
+			}
+			switch p.b[p.i] {
+			case ',':
+				p.i++
+				p.ws()
+			case ']':
+				p.i++
+				return nil
+			default:
+				return syntaxErr(p, "expected ',' or ']' in array")
+			}
+		}
+	case kStruct:
+		if ch != '{' {
+			return c.badValue(p, n, ch)
+		}
+		for len(c.seen) <= depth {
+			c.seen = append(c.seen, nil)
+			c.spans = append(c.spans, nil)
+		}
+		nf := len(n.fields)
+		if cap(c.seen[depth]) < nf {
+			c.seen[depth] = make([]bool, nf)
+			c.spans[depth] = make([][2]int, nf)
+		}
+		seen, spans := c.seen[depth][:nf], c.spans[depth][:nf]
+		clear(seen)
+		p.i++
+		p.ws()
+		guess := 0
+		if p.i < len(p.b) && p.b[p.i] == '}' {
+			p.i++
+		} else {
+			for {
+				k0, k1, esc, err := p.str()
+				if err != nil {
+					return err
+				}
+				key := p.b[k0:k1]
+				if esc {
+					key = unescape(nil, key)
+				}
+				idx := n.lookup(key, guess)
+				p.ws()
+				if p.i >= len(p.b) || p.b[p.i] != ':' {
+					return syntaxErr(p, "expected ':' after key")
+				}
+				p.i++
+				p.ws()
+				switch {
+				case idx < 0:
+					if err := p.skip(depth + 1); err != nil {
+						return err
+					}
+				case b == nil:
+					guess = idx + 1
+					seen[idx] = true
+					if err := c.value(p, n.fields[idx], nil, depth+1); err != nil {
+						return err
+					}
+				default:
+					guess = idx + 1
+					seen[idx] = true
+					spans[idx][0] = p.i
+					if err := p.skip(depth + 1); err != nil {
+						return err
+					}
+					spans[idx][1] = p.i
+				}
+				p.ws()
+				if p.i >= len(p.b) {
+					return syntaxErr(p, "unexpected end of input in object")
+				}
+				if p.b[p.i] == ',' {
+					p.i++
+					p.ws()
+					continue
+				}
+				if p.b[p.i] == '}' {
+					p.i++
+					break
+				}
+				return syntaxErr(p, "expected ',' or '}' in object")
+			}
+		}
+		if b == nil {
+			for i, f := range n.fields {
+				if !seen[i] && !f.nullable {
+					return fieldErr(f, "missing required field")
+				}
+			}
+			return nil
+		}
+		sb := b.(*array.StructBuilder)
+		sb.Append(true)
+		c.size++
+		for i, f := range n.fields {
+			fb := sb.FieldBuilder(i)
+			if !seen[i] {
+				fb.AppendNull()
+				c.size++
+				continue
+			}
+			sub := parser{b: p.b, i: spans[i][0]}
+			// The children use deeper levels of seen/spans: ours stay.
+			if err := c.value(&sub, f, fb, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fieldErr(n, "internal: unknown kind")
+}
+
+// appendSlot appends a checked scalar. rec is the buffer the slot's
+// non-scratch spans index.
+func (c *converter) appendSlot(b array.Builder, n *node, sl *slot, rec []byte) {
+	switch n.kind {
+	case kInt32:
+		b.(*array.Int32Builder).Append(int32(sl.i))
+		c.size += 4
+	case kInt64:
+		b.(*array.Int64Builder).Append(sl.i)
+		c.size += 8
+	case kFloat32:
+		b.(*array.Float32Builder).Append(float32(sl.f))
+		c.size += 4
+	case kFloat64:
+		b.(*array.Float64Builder).Append(sl.f)
+		c.size += 8
+	case kBool:
+		b.(*array.BooleanBuilder).Append(sl.i != 0)
+		c.size++
+	case kString, kBinary:
+		src := rec
+		if sl.inScratch {
+			src = c.scratch
+		}
+		v := src[sl.s0:sl.s1]
+		if n.kind == kString {
+			b.(*array.StringBuilder).BinaryBuilder.Append(v)
+		} else {
+			b.(*array.BinaryBuilder).Append(v)
+		}
+		c.size += int64(len(v)) + 4
+	case kTimestamp:
+		b.(*array.TimestampBuilder).Append(arrow.Timestamp(sl.i))
+		c.size += 8
+	case kDate:
+		b.(*array.Date32Builder).Append(arrow.Date32(sl.i))
+		c.size += 4
+	case kDecimal:
+		b.(*array.Decimal128Builder).Append(sl.dec)
+		c.size += 16
+	}
+}
+
+func (p *parser) lit(w string) error {
+	if len(p.b)-p.i < len(w) || string(p.b[p.i:p.i+len(w)]) != w {
+		return syntaxErr(p, "invalid literal")
+	}
+	p.i += len(w)
+	return nil
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special reports, for 8 bytes at once, whether any is '"', '\\', a
+// control character (< 0x20) or not ASCII (>= 0x80).
+func special(x uint64) bool {
+	q := x ^ (ones * '"')
+	bs := x ^ (ones * '\\')
+	return ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x|x)&highs != 0
+}
+
+// str scans the string starting at p.i (which must be '"') and returns
+// the span of its contents. esc is true when the contents need unescape
+// (escapes, or invalid UTF-8 to replace).
+func (p *parser) str() (s, e int, esc bool, err error) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return 0, 0, false, syntaxErr(p, "expected a string")
+	}
+	p.i++
+	s = p.i
+	b := p.b
+	i := p.i
+	high := false
+	for {
+		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			p.i = i
+			return 0, 0, false, syntaxErr(p, "unterminated string")
+		}
+		switch ch := b[i]; {
+		case ch == '"':
+			p.i = i + 1
+			if high && !esc && !utf8.Valid(b[s:i]) {
+				esc = true
+			}
+			return s, i, esc, nil
+		case ch == '\\':
+			esc = true
+			if i+1 >= len(b) {
+				p.i = i
+				return 0, 0, false, syntaxErr(p, "unterminated escape")
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !hex4(b[i+2:i+6]) {
+					p.i = i
+					return 0, 0, false, syntaxErr(p, "invalid \\u escape")
+				}
+				i += 6
+			default:
+				p.i = i
+				return 0, 0, false, syntaxErr(p, "invalid escape")
+			}
+		case ch < 0x20:
+			p.i = i
+			return 0, 0, false, syntaxErr(p, "control character in string")
+		case ch >= 0x80:
+			high = true
+			i++
+		default:
+			i++
+		}
+	}
+}
+
+func hex4(h []byte) bool {
+	for _, c := range h {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func hexVal(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// unescape appends the decoded contents of a JSON string (already
+// validated by str) to dst, as encoding/json decodes them: invalid UTF-8
+// and lone surrogates become U+FFFD.
+func unescape(dst, src []byte) []byte {
+	for i := 0; i < len(src); {
+		ch := src[i]
+		switch {
+		case ch == '\\':
+			switch src[i+1] {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				r := hexVal(src[i+2 : i+6])
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if i+6 <= len(src) && src[i] == '\\' && src[i+1] == 'u' && hex4(src[i+2:i+6]) {
+						if r2 := utf16.DecodeRune(r, hexVal(src[i+2:i+6])); r2 != utf8.RuneError {
+							i += 6
+							dst = utf8.AppendRune(dst, r2)
+							continue
+						}
+					}
+					r = utf8.RuneError
+				}
+				dst = utf8.AppendRune(dst, r)
+				continue
+			default: // " \ /
+				dst = append(dst, src[i+1])
+			}
+			i += 2
+		case ch < utf8.RuneSelf:
+			dst = append(dst, ch)
+			i++
+		default:
+			r, size := utf8.DecodeRune(src[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, src[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return dst
+}
+
+// number scans a JSON number at p.i and returns its span; isInt is true
+// when it has no fraction and no exponent.
+func (p *parser) number() (s, e int, isInt bool, err error) {
+	b := p.b
+	i := p.i
+	s = i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		p.i = i
+		return 0, 0, false, syntaxErr(p, "invalid number")
+	}
+	isInt = true
+	if i < len(b) && b[i] == '.' {
+		isInt = false
+		i++
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			p.i = i
+			return 0, 0, false, syntaxErr(p, "invalid number")
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		isInt = false
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			p.i = i
+			return 0, 0, false, syntaxErr(p, "invalid number")
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	p.i = i
+	return s, i, isInt, nil
+}
+
+// skip checks and skips any JSON value.
+func (p *parser) skip(depth int) error {
+	if depth > maxDepth {
+		return syntaxErr(p, "nesting too deep")
+	}
+	if p.i >= len(p.b) {
+		return syntaxErr(p, "unexpected end of input")
+	}
+	switch ch := p.b[p.i]; {
+	case ch == '"':
+		_, _, _, err := p.str()
+		return err
+	case ch == '-' || ch >= '0' && ch <= '9':
+		_, _, _, err := p.number()
+		return err
+	case ch == 't':
+		return p.lit("true")
+	case ch == 'f':
+		return p.lit("false")
+	case ch == 'n':
+		return p.lit("null")
+	case ch == '[':
+		p.i++
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == ']' {
+			p.i++
+			return nil
+		}
+		for {
+			if err := p.skip(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) {
+				return syntaxErr(p, "unexpected end of input in array")
+			}
+			switch p.b[p.i] {
+			case ',':
+				p.i++
+				p.ws()
+			case ']':
+				p.i++
+				return nil
+			default:
+				return syntaxErr(p, "expected ',' or ']' in array")
+			}
+		}
+	case ch == '{':
+		p.i++
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == '}' {
+			p.i++
+			return nil
+		}
+		for {
+			if _, _, _, err := p.str(); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) || p.b[p.i] != ':' {
+				return syntaxErr(p, "expected ':' after key")
+			}
+			p.i++
+			p.ws()
+			if err := p.skip(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) {
+				return syntaxErr(p, "unexpected end of input in object")
+			}
+			switch p.b[p.i] {
+			case ',':
+				p.i++
+				p.ws()
+			case '}':
+				p.i++
+				return nil
+			default:
+				return syntaxErr(p, "expected ',' or '}' in object")
+			}
+		}
+	}
+	return syntaxErr(p, "unexpected character "+strconv.QuoteRune(rune(p.b[p.i])))
+}
+
+// parseInt parses a JSON integer (already validated); ok is false on
+// int64 overflow.
+func parseInt(b []byte) (int64, bool) {
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) > 19 {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range b {
+		u = u*10 + uint64(c-'0')
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(u), true
+}
+
+// parseDecimal converts a JSON number (validated) to the unscaled
+// decimal128 of decimal(prec,scale). A non-empty problem says why not:
+// more fractional digits than scale (no rounding), or more digits than
+// prec.
+func parseDecimal(b []byte, prec, scale int32) (decimal128.Num, string) {
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	var digits [80]byte
+	nd := 0
+	exp := 0 // value = digits × 10^exp
+	i := 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		if nd == 0 && b[i] == '0' {
+			continue
+		}
+		if nd == len(digits) {
+			return decimal128.Num{}, "overflows " + decName(prec, scale)
+		}
+		digits[nd] = b[i]
+		nd++
+	}
+	if i < len(b) && b[i] == '.' {
+		for i++; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			exp--
+			if nd == 0 && b[i] == '0' {
+				continue
+			}
+			if nd == len(digits) {
+				return decimal128.Num{}, "has too many digits for " + decName(prec, scale)
+			}
+			digits[nd] = b[i]
+			nd++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		eneg := false
+		if b[i] == '+' || b[i] == '-' {
+			eneg = b[i] == '-'
+			i++
+		}
+		e := 0
+		for ; i < len(b); i++ {
+			if e < 100000 {
+				e = e*10 + int(b[i]-'0')
+			}
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	if nd == 0 {
+		return decimal128.Num{}, ""
+	}
+	// unscaled = digits × 10^(exp+scale)
+	shift := exp + int(scale)
+	for shift < 0 {
+		if digits[nd-1] != '0' {
+			return decimal128.Num{}, "has more than " + strconv.Itoa(int(scale)) + " fractional digits for " + decName(prec, scale)
+		}
+		nd--
+		shift++
+	}
+	if nd+shift > int(prec) {
+		return decimal128.Num{}, "overflows " + decName(prec, scale)
+	}
+	ten := decimal128.FromU64(10)
+	var v decimal128.Num
+	for _, d := range digits[:nd] {
+		v = v.Mul(ten).Add(decimal128.FromU64(uint64(d - '0')))
+	}
+	for ; shift > 0; shift-- {
+		v = v.Mul(ten)
+	}
+	if neg {
+		v = v.Negate()
+	}
+	return v, ""
+}
+
+func decName(prec, scale int32) string {
+	return "decimal(" + strconv.Itoa(int(prec)) + "," + strconv.Itoa(int(scale)) + ")"
+}
+
+// parseDate parses "YYYY-MM-DD" into days since 1970-01-01.
+func parseDate(b []byte) (int64, bool) {
+	if len(b) != 10 || b[4] != '-' || b[7] != '-' {
+		return 0, false
+	}
+	num := func(x []byte) (int, bool) {
+		v := 0
+		for _, c := range x {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	y, ok1 := num(b[:4])
+	m, ok2 := num(b[5:7])
+	d, ok3 := num(b[8:])
+	if !ok1 || !ok2 || !ok3 || m < 1 || m > 12 || d < 1 {
+		return 0, false
+	}
+	t := time.Date(y, time.Month(m), d, 0, 0, 0, 0, time.UTC)
+	if t.Day() != d { // e.g. 02-30
+		return 0, false
+	}
+	return t.Unix() / 86400, true
+}
+
+// timeIn converts t to epoch units; ok is false when it does not fit.
+func timeIn(t time.Time, u arrow.TimeUnit) (int64, bool) {
+	switch u {
+	case arrow.Second:
+		return t.Unix(), true
+	case arrow.Millisecond:
+		s := t.Unix()
+		if s > math.MaxInt64/1000 || s < math.MinInt64/1000 {
+			return 0, false
+		}
+		return t.UnixMilli(), true
+	case arrow.Microsecond:
+		s := t.Unix()
+		if s > math.MaxInt64/1000000 || s < math.MinInt64/1000000 {
+			return 0, false
+		}
+		return t.UnixMicro(), true
+	default:
+		if t.Year() < 1678 || t.Year() > 2261 {
+			return 0, false
+		}
+		return t.UnixNano(), true
+	}
+}
+
+func unitName(u arrow.TimeUnit) string {
+	return [...]string{"seconds", "milliseconds", "microseconds", "nanoseconds"}[u]
+}

@@ -1,0 +1,343 @@
+package bulk
+
+import (
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/decimal128"
+	"github.com/apache/arrow/go/v15/parquet"
+	"github.com/apache/arrow/go/v15/parquet/compress"
+	"github.com/apache/arrow/go/v15/parquet/pqarrow"
+	"github.com/filesink/filesink/filesink"
+)
+
+// ParquetFormat writes Parquet part files of one schema. Safe for
+// concurrent use (its writers are not).
+type ParquetFormat struct {
+	schema *Schema
+	opts   Options
+	codec  compress.Compression
+}
+
+var _ filesink.BulkFormat = (*ParquetFormat)(nil)
+
+// Parquet returns the Parquet format for records of schema. Files are
+// written with Apache Arrow's pqarrow encoder; the Arrow schema is stored in
+// the file (ARROW:schema) so Arrow readers get the exact types back.
+func Parquet(schema *Schema, opts Options) (*ParquetFormat, error) {
+	if schema == nil {
+		return nil, errNoSchema
+	}
+	opts, err := opts.validate()
+	if err != nil {
+		return nil, err
+	}
+	f := &ParquetFormat{schema: schema, opts: opts}
+	switch opts.Compression {
+	case "", Snappy:
+		f.codec = compress.Codecs.Snappy
+	case Zstd:
+		f.codec = compress.Codecs.Zstd
+	case Gzip:
+		f.codec = compress.Codecs.Gzip
+	case Uncompressed:
+		f.codec = compress.Codecs.Uncompressed
+	default:
+		return nil, fmt.Errorf("bulk: Parquet compression %q is not one of snappy, zstd, gzip, none", opts.Compression)
+	}
+	return f, nil
+}
+
+// Extension implements filesink.BulkFormat.
+func (f *ParquetFormat) Extension() string { return ".parquet" }
+
+// Schema returns the format's schema.
+func (f *ParquetFormat) Schema() *Schema { return f.schema }
+
+// NewWriter implements filesink.BulkFormat; it returns a *ParquetWriter.
+func (f *ParquetFormat) NewWriter(w io.Writer) (filesink.BulkWriter, error) {
+	return f.NewParquetWriter(w)
+}
+
+// NewParquetWriter starts a Parquet file whose bytes go to w. Nothing is
+// written to w before the first row group.
+func (f *ParquetFormat) NewParquetWriter(w io.Writer) (*ParquetWriter, error) {
+	return &ParquetWriter{f: f, out: &posWriter{w: w}, buf: newRowBuffer(f.schema, f.opts)}, nil
+}
+
+// ParquetWriter encodes one Parquet file. Not safe for concurrent use.
+//
+// Rows are appended to Arrow builders (Add converts JSON, AddArrow takes
+// record batches); a row group is written when the buffered rows reach
+// Options.RowGroupRows or RowGroupBytes, at Flush, and at Close. Each
+// row group's pages reach the io.Writer during the call that writes it,
+// except the last column's last page, which pqarrow writes when the next
+// row group starts or at Close (Buffered counts it).
+//
+// # Dictionary encoding
+//
+// With DictAuto the writer decides per leaf column, once per file, on the
+// rows of the first row group (the first 8192 values of each column):
+// dictionary encoding is on when at most a quarter of the sampled non-null
+// values are distinct (country codes, enum-like strings, small integer
+// ranges), off otherwise (ids, timestamps, free text), and always off for
+// booleans. High-cardinality columns gain nothing from a dictionary but
+// cost encoding time (pqarrow builds a hash table per value and falls back
+// to plain encoding when the dictionary page grows past 1 MiB); the sample
+// is taken before the first row group because Parquet writer properties
+// are fixed when a file starts.
+type ParquetWriter struct {
+	f      *ParquetFormat
+	out    *posWriter
+	buf    *rowBuffer
+	fw     *pqarrow.FileWriter
+	dict   []bool   // per leaf column, as decided at the first row group
+	paths  []string // the leaf columns' paths
+	err    error    // sticky: the file is broken
+	closed bool
+}
+
+var _ filesink.BulkWriter = (*ParquetWriter)(nil)
+
+// Add converts one JSON object record and appends it to the row group. A
+// record that does not fit the schema is a *FieldError (matching
+// filesink.ErrBadRecord) and leaves no trace: the writer stays usable. A
+// nil error means the row is buffered (not that it was written).
+func (w *ParquetWriter) Add(record []byte) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.buf.add(record); err != nil {
+		return err
+	}
+	if w.buf.full() {
+		return w.Flush()
+	}
+	return nil
+}
+
+// AddArrow appends the rows of an Arrow record batch, which must have
+// exactly the schema's Arrow schema (Schema.Arrow). The batch is retained
+// until it is written; the caller may release its own reference. A batch
+// with another schema, or with nulls in a top-level column that is not
+// nullable, is an error matching filesink.ErrBadRecord and adds nothing.
+func (w *ParquetWriter) AddArrow(rec arrow.Record) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.buf.addArrow(rec); err != nil {
+		return err
+	}
+	if w.buf.full() {
+		return w.Flush()
+	}
+	return nil
+}
+
+func (w *ParquetWriter) usable() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// Rows is the number of rows added to the file so far.
+func (w *ParquetWriter) Rows() int64 { return w.buf.total }
+
+// Buffered implements filesink.BulkWriter: the bytes of Arrow memory the
+// writer holds (builders, batches waiting for a row group, and pqarrow's
+// page and dictionary buffers).
+func (w *ParquetWriter) Buffered() int64 { return w.buf.buffered() }
+
+// Flush writes the buffered rows as one row group (none if there are no
+// rows). An error leaves the file broken: later calls return it.
+func (w *ParquetWriter) Flush() error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	w.buf.cut()
+	if len(w.buf.pending) == 0 {
+		return nil
+	}
+	if err := w.start(); err != nil {
+		return w.fail(err)
+	}
+	var err error
+	if len(w.buf.pending) == 1 {
+		err = w.fw.Write(w.buf.pending[0])
+	} else {
+		tbl := array.NewTableFromRecords(w.f.schema.arrow, w.buf.pending)
+		err = w.fw.WriteTable(tbl, tbl.NumRows())
+		tbl.Release()
+	}
+	w.buf.releasePending()
+	if err != nil {
+		return w.fail(err)
+	}
+	return nil
+}
+
+func (w *ParquetWriter) fail(err error) error {
+	w.err = fmt.Errorf("bulk: writing Parquet: %w", err)
+	return w.err
+}
+
+// Close writes the remaining rows and the footer. After a nil error the
+// bytes written are one complete Parquet file (with no row group if no row
+// was added). Close releases the writer's memory, also after an error;
+// a second Close returns nil.
+func (w *ParquetWriter) Close() error {
+	if w.closed {
+		return nil
+	}
+	err := w.Flush()
+	if err == nil {
+		err = w.start()
+	}
+	if err == nil {
+		if cerr := w.fw.Close(); cerr != nil {
+			err = w.fail(cerr)
+		}
+	}
+	w.closed = true
+	w.buf.release()
+	w.fw = nil
+	w.out = nil
+	return err
+}
+
+// DictionaryColumns reports, after the first row group, which leaf
+// columns (by their Parquet path) are dictionary encoded.
+func (w *ParquetWriter) DictionaryColumns() map[string]bool {
+	if w.dict == nil {
+		return nil
+	}
+	out := make(map[string]bool, len(w.dict))
+	for i, on := range w.dict {
+		out[w.paths[i]] = on
+	}
+	return out
+}
+
+// start makes the pqarrow writer, deciding the dictionary columns from
+// the first pending batch.
+func (w *ParquetWriter) start() error {
+	if w.fw != nil {
+		return nil
+	}
+	o := w.f.opts
+	props := []parquet.WriterProperty{
+		parquet.WithAllocator(w.buf.mem),
+		parquet.WithCompression(w.f.codec),
+		parquet.WithStats(!o.NoStatistics),
+		parquet.WithCreatedBy("filesink"),
+		parquet.WithMaxRowGroupLength(math.MaxInt32),
+	}
+	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(w.buf.mem))
+	pqs, err := pqarrow.ToParquet(w.f.schema.arrow, parquet.NewWriterProperties(props...), arrProps)
+	if err != nil {
+		return err
+	}
+	w.dict = make([]bool, pqs.NumColumns())
+	switch o.Dictionary {
+	case DictOn:
+		for i := range w.dict {
+			w.dict[i] = true
+		}
+	case DictAuto:
+		if len(w.buf.pending) > 0 {
+			var leaves []arrow.Array
+			for _, col := range w.buf.pending[0].Columns() {
+				leaves = leafArrays(col, leaves)
+			}
+			for i := range w.dict {
+				if i < len(leaves) {
+					w.dict[i] = lowCardinality(leaves[i])
+				}
+			}
+		}
+	}
+	for i, on := range w.dict {
+		path := pqs.Column(i).ColumnPath().String()
+		w.paths = append(w.paths, path)
+		props = append(props, parquet.WithDictionaryFor(path, on))
+	}
+	props = append(props, parquet.WithDictionaryDefault(false))
+	w.fw, err = pqarrow.NewFileWriter(w.f.schema.arrow, w.out, parquet.NewWriterProperties(props...), arrProps)
+	return err
+}
+
+// leafArrays appends the leaf arrays of a in Parquet column order.
+func leafArrays(a arrow.Array, out []arrow.Array) []arrow.Array {
+	switch a := a.(type) {
+	case *array.List:
+		return leafArrays(a.ListValues(), out)
+	case *array.Struct:
+		for i := 0; i < a.NumField(); i++ {
+			out = leafArrays(a.Field(i), out)
+		}
+		return out
+	}
+	return append(out, a)
+}
+
+// dictSample is how many values of a column lowCardinality looks at.
+const dictSample = 8192
+
+// lowCardinality reports whether at most a quarter of the first
+// dictSample non-null values of a are distinct.
+func lowCardinality(a arrow.Array) bool {
+	n := 0
+	for i := 0; i < a.Len() && n < dictSample; i++ {
+		if a.IsValid(i) {
+			n++
+		}
+	}
+	if n == 0 {
+		return false
+	}
+	limit := n / 4
+	switch a := a.(type) {
+	case *array.Int32:
+		return distinctAtMost(a, limit, func(i int) int32 { return a.Value(i) })
+	case *array.Int64:
+		return distinctAtMost(a, limit, func(i int) int64 { return a.Value(i) })
+	case *array.Float32:
+		return distinctAtMost(a, limit, func(i int) float32 { return a.Value(i) })
+	case *array.Float64:
+		return distinctAtMost(a, limit, func(i int) float64 { return a.Value(i) })
+	case *array.Timestamp:
+		return distinctAtMost(a, limit, func(i int) arrow.Timestamp { return a.Value(i) })
+	case *array.Date32:
+		return distinctAtMost(a, limit, func(i int) arrow.Date32 { return a.Value(i) })
+	case *array.Decimal128:
+		return distinctAtMost(a, limit, func(i int) decimal128.Num { return a.Value(i) })
+	case *array.String:
+		return distinctAtMost(a, limit, func(i int) string { return a.Value(i) })
+	case *array.Binary:
+		return distinctAtMost(a, limit, func(i int) string { return string(a.Value(i)) })
+	}
+	return false // booleans and anything else
+}
+
+func distinctAtMost[K comparable](a arrow.Array, limit int, val func(int) K) bool {
+	seen := make(map[K]struct{}, limit+1)
+	n := 0
+	for i := 0; i < a.Len() && n < dictSample; i++ {
+		if !a.IsValid(i) {
+			continue
+		}
+		n++
+		seen[val(i)] = struct{}{}
+		if len(seen) > limit {
+			return false
+		}
+	}
+	return true
+}
