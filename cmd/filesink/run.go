@@ -53,7 +53,24 @@ Sinks:
                          map to columns; --mysql-mode insert|upsert|increment; needs --state DIR
                          (the XA branches are named by --job, kept in DIR/JOB; see filesink xa);
                          with --parallelism N in upsert/increment mode, records go to the
-                         subtask their --mysql-key hashes to`
+                         subtask their --mysql-key hashes to
+
+Formats (file and S3 sinks):
+  jsonl, csv, text       row formats; --compression none|gzip|zstd compresses them
+  parquet, arrow         columnar part files (Parquet; Arrow IPC file format) of the records
+                         (JSON objects) as --schema FILE describes them:
+                           {"fields": [{"name": "id", "type": "int64", "nullable": false},
+                                       {"name": "ts", "type": "timestamp_ms"}, ...]}
+                         types: int32 int64 float32 float64 bool string binary timestamp_ms
+                         timestamp_us date decimal(P,S) list<T> struct (with "fields");
+                         nullable defaults to true. A part file is written whole (row groups
+                         and a footer), so it rolls at every checkpoint, whatever
+                         --roll-on-checkpoint says, and also on --part-size, --rollover and
+                         --inactivity; a crash discards the part being written and its records
+                         come again from the source. A record that does not fit the schema is
+                         a bad record (--on-bad-record). The format compresses its own pages
+                         (--parquet-compression, --arrow-compression): --compression is an
+                         error with it`
 
 type runFlags struct {
 	source, sink, state, format, compression, bucket, tz, prefix string
@@ -64,6 +81,7 @@ type runFlags struct {
 	checkpointEvery                                              int64
 	start                                                        string
 	s3                                                           s3Flags
+	bulk                                                         bulkFlags
 	mysql                                                        mysqlFlags
 }
 
@@ -75,8 +93,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	fs.StringVar(&f.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink, s3://BUCKET/PREFIX/_filesink; required with a mysql:// sink)")
 	fs.BoolVar(&f.bounded, "bounded", false, "Kafka: stop at the end offsets seen at the first start, then exit 0 (same as bounded=true in the URI)")
 	fs.StringVar(&f.start, "start", "", "Kafka: first-run start `POS`: earliest (default), latest, or a time (RFC 3339 or Unix ms); same as start= in the URI")
-	fs.StringVar(&f.format, "format", "jsonl", "row format: jsonl, csv or text")
-	fs.StringVar(&f.compression, "compression", "none", "compression: none, gzip or zstd")
+	fs.StringVar(&f.format, "format", "jsonl", "part file format: jsonl, csv, text, parquet or arrow (the last two need --schema)")
+	fs.StringVar(&f.compression, "compression", "none", "row format compression: none, gzip or zstd")
 	fs.DurationVar(&f.interval, "checkpoint-interval", pipeline.DefaultCheckpointInterval, "time between checkpoints")
 	fs.Int64Var(&f.checkpointEvery, "checkpoint-records", 0, "also checkpoint after this many records (0: off)")
 	fs.StringVar(&f.bucket, "bucket", "none", "bucketing: none, datetime[:LAYOUT], eventtime:FIELD[:LAYOUT], field:NAME, hive:NAME[,NAME]")
@@ -94,6 +112,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	fs.IntVar(&f.retain, "retain", recovery.DefaultRetain, "checkpoint records to keep")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), on, off")
+	f.bulk.register(fs)
 	f.s3.register(fs, true)
 	f.mysql.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -316,9 +335,15 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	if f.parallelism < 1 {
 		return nil, usageError("run: --parallelism must be at least 1")
 	}
-	enc, err := filesink.ParseFormat(f.format)
+	bulkFormat, err := f.bulk.format(f.format, set)
 	if err != nil {
-		return nil, usageError("run: --format: %v", err)
+		return nil, err
+	}
+	var enc filesink.Encoder = filesink.JSONLines{}
+	if bulkFormat == nil {
+		if enc, err = filesink.ParseFormat(f.format); err != nil {
+			return nil, usageError("run: --format: %v (or parquet, arrow)", err)
+		}
 	}
 	if csv, ok := enc.(filesink.CSV); ok {
 		if f.csvColumns != "" {
@@ -352,7 +377,7 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		return nil, usageError("run: --buffer-budget: %v", err)
 	}
 	var policy filesink.RollingPolicy = filesink.DefaultPolicy{PartSize: partSize, Rollover: f.rollover, Inactivity: f.inactivity}
-	if f.rollOnCheckpoint {
+	if f.rollOnCheckpoint && bulkFormat == nil { // bulk parts roll at every checkpoint anyway
 		policy = filesink.OnCheckpointPolicy{PartSize: partSize}
 	}
 	var dl committer.Backend
@@ -376,9 +401,14 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	for i := range f.parallelism {
 		comp, _ := filesink.NewCompression(f.compression)
 		opts := []filesink.Option{
-			filesink.WithEncoder(enc), filesink.WithAssigner(assigner), filesink.WithRollingPolicy(policy),
+			filesink.WithAssigner(assigner), filesink.WithRollingPolicy(policy),
 			filesink.WithPrefix(f.prefix), filesink.WithBufferBudget(max(budget/int64(f.parallelism), 1<<20)),
 			filesink.WithLogger(log.With("subtask", i)),
+		}
+		if bulkFormat != nil {
+			opts = append(opts, filesink.WithBulkFormat(bulkFormat))
+		} else {
+			opts = append(opts, filesink.WithEncoder(enc))
 		}
 		if comp != nil {
 			opts = append(opts, filesink.WithCompression(comp))

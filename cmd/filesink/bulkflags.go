@@ -1,0 +1,118 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/filesink/bulk"
+)
+
+// bulkFlags are the settings of the bulk formats (--format parquet|arrow).
+type bulkFlags struct {
+	schema, parquetCompression, arrowCompression, rowGroupSize, dictionary string
+	stats                                                                  bool
+}
+
+// bulkOnlyFlags apply to --format parquet or arrow only.
+const bulkOnlyFlags = "schema row-group-size parquet-compression parquet-dictionary parquet-stats arrow-compression"
+
+func (f *bulkFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.schema, "schema", "", "parquet, arrow: the records' schema, a JSON `FILE` {\"fields\": [{\"name\", \"type\", \"nullable\"}...]} (required for them)")
+	fs.StringVar(&f.rowGroupSize, "row-group-size", "64MiB", "parquet, arrow: end a row group (Arrow: record batch) when its buffered rows take this much memory (`SIZE`, e.g. 64MiB), "+
+		"or after N rows with a rows suffix (e.g. 100000rows); the --buffer-budget may end row groups earlier")
+	fs.StringVar(&f.parquetCompression, "parquet-compression", string(bulk.Snappy), "parquet: page compression: snappy, zstd, gzip or none")
+	fs.StringVar(&f.dictionary, "parquet-dictionary", string(bulk.DictAuto), "parquet: dictionary encoding: auto (per column, from the first row group's values), on or off")
+	fs.BoolVar(&f.stats, "parquet-stats", true, "parquet: write column statistics (min, max, null count); --parquet-stats=false turns them off")
+	fs.StringVar(&f.arrowCompression, "arrow-compression", string(bulk.Uncompressed), "arrow: record batch compression: none, lz4 or zstd")
+}
+
+// isBulkFormat reports whether name is a bulk format of the CLI.
+func isBulkFormat(name string) bool { return name == "parquet" || name == "arrow" }
+
+// format checks the bulk flags against the --format name and returns the
+// bulk format (nil for a row format).
+func (f *bulkFlags) format(name string, set map[string]bool) (filesink.BulkFormat, error) {
+	if !isBulkFormat(name) {
+		for _, fl := range strings.Fields(bulkOnlyFlags) {
+			if set[fl] {
+				return nil, usageError("run: --%s applies to --format parquet or arrow only", fl)
+			}
+		}
+		return nil, nil
+	}
+	if set["compression"] {
+		return nil, usageError("run: --compression applies to row formats; --format %s compresses its own pages: use --%s-compression", name, name)
+	}
+	for _, fl := range []string{"csv-columns", "csv-header"} {
+		if set[fl] {
+			return nil, usageError("run: --%s applies to --format csv only", fl)
+		}
+	}
+	other := map[string][]string{"parquet": {"arrow-compression"}, "arrow": {"parquet-compression", "parquet-dictionary", "parquet-stats"}}
+	for _, fl := range other[name] {
+		if set[fl] {
+			return nil, usageError("run: --%s does not apply to --format %s", fl, name)
+		}
+	}
+	if f.schema == "" {
+		return nil, usageError("run: --format %s needs --schema FILE (a JSON document {\"fields\": [{\"name\": \"id\", \"type\": \"int64\"}, ...]})", name)
+	}
+	doc, err := os.ReadFile(f.schema)
+	if err != nil {
+		return nil, usageError("run: --schema: %v", err)
+	}
+	schema, err := bulk.ParseSchema(doc)
+	if err != nil {
+		return nil, usageError("run: --schema %s: %v", f.schema, err)
+	}
+	opts := bulk.Options{Dictionary: bulk.Dictionary(f.dictionary), NoStatistics: !f.stats}
+	if name == "parquet" {
+		opts.Compression = bulk.Compression(f.parquetCompression)
+		switch opts.Compression {
+		case bulk.Snappy, bulk.Zstd, bulk.Gzip, bulk.Uncompressed:
+		default:
+			return nil, usageError("run: --parquet-compression %q: want snappy, zstd, gzip or none", f.parquetCompression)
+		}
+		switch opts.Dictionary {
+		case bulk.DictAuto, bulk.DictOn, bulk.DictOff:
+		default:
+			return nil, usageError("run: --parquet-dictionary %q: want auto, on or off", f.dictionary)
+		}
+	} else {
+		opts.Compression = bulk.Compression(f.arrowCompression)
+		switch opts.Compression {
+		case bulk.Uncompressed, bulk.LZ4, bulk.Zstd:
+		default:
+			return nil, usageError("run: --arrow-compression %q: want none, lz4 or zstd", f.arrowCompression)
+		}
+	}
+	if rows, ok := strings.CutSuffix(strings.TrimSpace(f.rowGroupSize), "rows"); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(rows))
+		if err != nil || n <= 0 {
+			return nil, usageError("run: --row-group-size %q: want a positive row count before \"rows\"", f.rowGroupSize)
+		}
+		opts.RowGroupRows, opts.RowGroupBytes = n, -1
+	} else {
+		n, err := filesink.ParseSize(f.rowGroupSize)
+		if err != nil || n == 0 {
+			return nil, usageError("run: --row-group-size: %v", orPositive(err))
+		}
+		opts.RowGroupBytes = n
+	}
+	bf, err := bulk.NewFormat(name, schema, opts)
+	if err != nil {
+		return nil, usageError("run: --format %s: %v", name, err)
+	}
+	return bf, nil
+}
+
+func orPositive(err error) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("must be positive")
+}
