@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -214,6 +215,7 @@ func Bytes(values ...string) [][]byte {
 type Txn struct {
 	cl    *kgo.Client
 	ended bool
+	last  map[topicPartition]int64 // per partition written: the offset after the last record
 }
 
 // BeginTxn starts a transaction with the transactional id txnID (each open
@@ -227,13 +229,17 @@ func (c *Cluster) BeginTxn(ctx context.Context, txnID string) (*Txn, error) {
 		cl.Close()
 		return nil, fmt.Errorf("kafkatest: begin transaction %q: %w", txnID, err)
 	}
-	return &Txn{cl: cl}, nil
+	return &Txn{cl: cl, last: map[topicPartition]int64{}}, nil
 }
 
 // Produce writes values to topic/partition inside the transaction and
 // returns their offsets.
 func (x *Txn) Produce(ctx context.Context, topic string, partition int32, values ...[]byte) ([]int64, error) {
-	return produce(ctx, x.cl, topic, partition, values)
+	offs, err := produce(ctx, x.cl, topic, partition, values)
+	if len(offs) > 0 {
+		x.last[topicPartition{topic, partition}] = offs[len(offs)-1] + 1
+	}
+	return offs, err
 }
 
 // Commit commits the transaction and closes its producer.
@@ -253,6 +259,46 @@ func (x *Txn) end(ctx context.Context, how kgo.TransactionEndTry) error {
 	}
 	if err := x.cl.EndTransaction(ctx, how); err != nil {
 		return fmt.Errorf("kafkatest: end transaction (commit=%v): %w", how, err)
+	}
+	return x.awaitMarkers(ctx)
+}
+
+// markerWait bounds how long ending a transaction waits for its markers.
+const markerWait = 2 * time.Second
+
+type topicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// awaitMarkers returns once the transaction's commit or abort markers are
+// written, that is once the last stable offset of every partition it wrote
+// is past its records: a broker answers EndTxn before it writes the markers,
+// and a test that reads right after must see the transaction decided. It
+// gives up quietly after markerWait: another transaction left open on the
+// partition holds its last stable offset back.
+func (x *Txn) awaitMarkers(ctx context.Context) error {
+	adm := kadm.NewClient(x.cl)
+	ctx, cancel := context.WithTimeout(ctx, markerWait)
+	defer cancel()
+	for tp, after := range x.last {
+		for {
+			ends, err := adm.ListCommittedOffsets(ctx, tp.Topic)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("kafkatest: last stable offset of %s/%d: %w", tp.Topic, tp.Partition, err)
+			}
+			if o, ok := ends.Lookup(tp.Topic, tp.Partition); ok && o.Err == nil && o.Offset > after {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 	}
 	return nil
 }
