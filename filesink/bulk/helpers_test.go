@@ -406,3 +406,5 @@ func genRecords(n int, seed uint64) [][]byte {
 	}
 	return out
 }
+
+func getenv(k string) string { return os.Getenv(k) }

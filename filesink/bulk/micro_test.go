@@ -1,0 +1,29 @@
+package bulk
+
+import (
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+)
+
+// BenchmarkConvert is the JSON -> Arrow conversion of one benchmark record
+// per op (builders cut every 64Ki rows).
+func BenchmarkConvert(b *testing.B) {
+	d := makeBenchData(1000)
+	s, _ := ParseSchema([]byte(benchSchemaDoc))
+	rb := array.NewRecordBuilder(memory.NewGoAllocator(), s.Arrow())
+	defer rb.Release()
+	conv := newConverter(s.root, rb.Fields())
+	b.SetBytes(int64(len(d.jsonl) / len(d.lines)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := conv.add(d.lines[i%len(d.lines)]); err != nil {
+			b.Fatal(err)
+		}
+		if i%65536 == 65535 {
+			rb.NewRecord().Release()
+		}
+	}
+}
