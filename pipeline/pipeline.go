@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/filesink/filesink/committer"
@@ -90,9 +91,12 @@ type Result struct {
 }
 
 type batch struct {
-	data    []byte
-	ends    []int // data[ends[i-1]:ends[i]] is record i
-	routes  []int // subtask of record i (Config.Partition); nil: round robin
+	data   []byte
+	ends   []int // data[ends[i-1]:ends[i]] is record i
+	routes []int // subtask of record i (Config.Partition); nil: round robin
+	// pending counts the subtasks that have not yet processed the batch;
+	// the last one hands it back to the reader for reuse.
+	pending atomic.Int32
 	origins []source.Origin
 	pos     json.RawMessage // source position after the last record
 	eof     bool            // the source is exhausted after this batch
@@ -134,10 +138,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	subs := make([]*subtask, len(cfg.Sinks))
+	free := make(chan *batch, 4) // processed batches, for the reader to reuse
 	parts := make([]committer.Participant, len(cfg.Sinks))
 	var wg sync.WaitGroup
 	for i, s := range cfg.Sinks {
-		subs[i] = newSubtask(s, i, len(cfg.Sinks))
+		subs[i] = newSubtask(s, i, len(cfg.Sinks), free)
 		parts[i] = subs[i]
 		wg.Add(1)
 		go func() { defer wg.Done(); subs[i].run(ctx) }()
@@ -215,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		read(readCtx, stopReading, src, cfg.BatchSize, cfg.Partition, len(cfg.Sinks), batches)
+		read(readCtx, stopReading, src, cfg.BatchSize, cfg.Partition, len(cfg.Sinks), free, batches)
 	}()
 	defer func() { abortReading(); <-readDone }()
 
@@ -367,7 +372,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if b.err != nil {
 				return res, b.err
 			}
-			if n := len(b.ends); n > 0 {
+			// The batch goes back to the reader once every subtask is done
+			// with it: read what this loop needs first.
+			n, size, pos, eof := len(b.ends), len(b.data), b.pos, b.eof
+			if n > 0 {
+				b.pending.Store(int32(len(subs)))
 				for _, s := range subs {
 					select {
 					case s.in <- msg{batch: b}:
@@ -378,14 +387,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					}
 				}
 				prog.Records += int64(n)
-				prog.Bytes += int64(len(b.data))
+				prog.Bytes += int64(size)
 				sinceCkpt += int64(n)
 				if cfg.Progress != nil {
 					cfg.Progress(prog)
 				}
 			}
-			lastPos = b.pos
-			if b.eof {
+			lastPos = pos
+			if eof {
 				return finish(true)
 			}
 			if cfg.CheckpointEvery > 0 && sinceCkpt >= cfg.CheckpointEvery {
@@ -405,7 +414,7 @@ const linger = 50 * time.Millisecond
 // read sends batches of records until the end of the source, an error,
 // stop (then it sends what it has read and closes out) or cancellation of
 // ctx (then it returns at once).
-func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int, partition func([]byte, int) int, subtasks int, out chan<- *batch) {
+func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int, partition func([]byte, int) int, subtasks int, free <-chan *batch, out chan<- *batch) {
 	defer close(out)
 	stopCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -416,8 +425,23 @@ func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int
 		case <-stopCtx.Done():
 		}
 	}()
+	dataCap := 0 // the previous batch's bytes: the next one is sized for as many
 	for {
-		b := &batch{}
+		var b *batch
+		select {
+		case b = <-free: // processed by every subtask: reuse its buffers
+			b.data, b.ends, b.origins, b.routes = b.data[:0], b.ends[:0], b.origins[:0], b.routes[:0]
+			b.pos, b.eof, b.err = nil, false, nil
+		default:
+			b = &batch{
+				data:    make([]byte, 0, dataCap+dataCap/8),
+				ends:    make([]int, 0, size),
+				origins: make([]source.Origin, 0, size),
+			}
+			if partition != nil {
+				b.routes = make([]int, 0, size)
+			}
+		}
 		stopped := false
 		lctx, lcancel := context.WithTimeout(stopCtx, linger)
 		for len(b.ends) < size {
@@ -463,6 +487,7 @@ func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int
 			b.origins = append(b.origins, rec.Origin)
 		}
 		lcancel()
+		dataCap = len(b.data)
 		if b.err == nil {
 			pos, err := src.Position()
 			if err != nil {

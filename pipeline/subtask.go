@@ -21,10 +21,22 @@ type subtask struct {
 
 	err    error         // first write error; set before failed is closed
 	failed chan struct{} // closed on the first write error
+	free   chan<- *batch // processed batches go back to the reader
 }
 
-func newSubtask(sink Sink, idx, n int) *subtask {
-	return &subtask{sink: sink, in: make(chan msg, 4), idx: idx, n: n, failed: make(chan struct{})}
+func newSubtask(sink Sink, idx, n int, free chan<- *batch) *subtask {
+	return &subtask{sink: sink, in: make(chan msg, 4), idx: idx, n: n, failed: make(chan struct{}), free: free}
+}
+
+// release marks b processed by this subtask; the last one hands it back
+// for reuse.
+func (s *subtask) release(b *batch) {
+	if b.pending.Add(-1) == 0 {
+		select {
+		case s.free <- b:
+		default:
+		}
+	}
 }
 
 type msg struct {
@@ -52,12 +64,13 @@ func (s *subtask) run(ctx context.Context) {
 			m.done <- err
 			continue
 		}
+		b := m.batch
 		select {
 		case <-failed:
+			s.release(b)
 			continue
 		default:
 		}
-		b := m.batch
 		write := func(i int) bool {
 			if err := s.sink.Write(ctx, b.record(i), b.origins[i]); err != nil {
 				s.err = err
@@ -72,13 +85,14 @@ func (s *subtask) run(ctx context.Context) {
 					break
 				}
 			}
-			continue
-		}
-		for i := s.idx; i < len(b.ends); i += s.n {
-			if !write(i) {
-				break
+		} else {
+			for i := s.idx; i < len(b.ends); i += s.n {
+				if !write(i) {
+					break
+				}
 			}
 		}
+		s.release(b)
 	}
 }
 
