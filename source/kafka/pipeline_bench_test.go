@@ -26,8 +26,11 @@ package kafka_test
 //
 // All report MB/s of record values; the target is Kafka-to-file >= 70% of
 // the plain consume. scripts/bench (part 4) runs them for several rounds.
-// The broker runs in the benchmark process, so cpu-s/op (user+sys of the
-// process) includes the broker's work. Nothing here asserts a duration.
+// The broker is kfakebroker in a process of its own (a Kafka broker is
+// remote; FILESINK_KAFKA_BENCH_BROKER=inprocess runs it in the benchmark
+// process instead, where the consume reads from memory), so cpu-s/op
+// (user+sys of the benchmark process) excludes the broker's work. Nothing
+// here asserts a duration.
 //
 // FILESINK_KAFKA_BENCH_RECORDS sets the number of records (default
 // 100,000 of 1 KiB, about 102 MB). TMPDIR selects the filesystem written.
@@ -36,9 +39,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -69,7 +74,8 @@ const (
 // pbTopicData is the pre-filled topic, shared by the benchmarks of one
 // process.
 type pbTopicData struct {
-	cluster *kafkatest.Cluster
+	addrs   []string // the broker
+	stop    func()   // stops the broker
 	records int64
 	bytes   int64 // sum of the values' lengths
 	err     error
@@ -97,7 +103,7 @@ func pbSetup(b *testing.B) *pbTopicData {
 	n := pbRecords(b)
 	pbOnce.Do(func() {
 		d := &pbData
-		d.cluster, d.err = kafkatest.NewCluster(kafkatest.Config{Topics: []kafkatest.Topic{{Name: pbTopic, Partitions: pbPartitions}}})
+		d.addrs, d.stop, d.err = pbStartBroker()
 		if d.err != nil {
 			return
 		}
@@ -108,7 +114,7 @@ func pbSetup(b *testing.B) *pbTopicData {
 			d.err = err
 			return
 		}
-		cl, err := d.cluster.Client(kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(50_000))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(d.addrs...), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(50_000))
 		if err != nil {
 			d.err = err
 			return
@@ -156,6 +162,68 @@ func pbSetup(b *testing.B) *pbTopicData {
 	return &pbData
 }
 
+// pbStartBroker starts the broker the benchmarks read from. By default
+// (FILESINK_KAFKA_BENCH_BROKER=process) it is kfakebroker in a process of
+// its own, as a Kafka broker is: the consume then pays for the network and
+// the broker's CPU is not the benchmark process's. With "inprocess" the
+// broker is a kfake cluster in this process (the consume then reads from
+// memory, faster than any disk takes the bytes). The broker lives until
+// the process ends (TestMain stops it).
+func pbStartBroker() (addrs []string, stop func(), err error) {
+	topic := kafkatest.Topic{Name: pbTopic, Partitions: pbPartitions}
+	switch mode := os.Getenv("FILESINK_KAFKA_BENCH_BROKER"); mode {
+	case "inprocess":
+		c, err := kafkatest.NewCluster(kafkatest.Config{Topics: []kafkatest.Topic{topic}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return c.Addrs(), c.Close, nil
+	case "", "process":
+	default:
+		return nil, nil, fmt.Errorf("FILESINK_KAFKA_BENCH_BROKER=%q: want process or inprocess", mode)
+	}
+	dir, err := os.MkdirTemp("", "kfakebroker-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	bin := filepath.Join(dir, "kfakebroker")
+	if out, err := exec.Command("go", "build", "-o", bin, kafkatest.BrokerPackage).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("go build %s: %v\n%s", kafkatest.BrokerPackage, err, out)
+	}
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-topic", fmt.Sprintf("%s:%d", topic.Name, topic.Partitions))
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	stop = func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.RemoveAll(dir)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) == "" {
+		stop()
+		return nil, nil, fmt.Errorf("kfakebroker printed no address: %v", err)
+	}
+	go io.Copy(io.Discard, stdout)
+	return []string{strings.TrimSpace(line)}, stop, nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if pbData.stop != nil {
+		pbData.stop()
+	}
+	os.Exit(code)
+}
+
 func pbCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -167,7 +235,7 @@ func pbCPU(b *testing.B) time.Duration {
 func BenchmarkKafkaToFile(b *testing.B) {
 	d := pbSetup(b)
 	ctx := context.Background()
-	kcfg := kafka.Config{Brokers: d.cluster.Addrs(), Topics: []string{pbTopic}, Bounded: true}
+	kcfg := kafka.Config{Brokers: d.addrs, Topics: []string{pbTopic}, Bounded: true}
 	b.SetBytes(d.bytes)
 	b.ReportAllocs()
 	var cpu time.Duration
@@ -300,7 +368,7 @@ func pbConsume(b *testing.B, write bool) {
 			w = bufio.NewWriterSize(f, 4<<20)
 		}
 		lastSync := time.Now()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(d.cluster.Addrs()...),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(d.addrs...),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{pbTopic: at}),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.FetchMaxBytes(kafka.DefaultFetchMaxBytes), kgo.FetchMaxPartitionBytes(kafka.DefaultFetchMaxBytes))
