@@ -1,8 +1,7 @@
 package kafka_test
 
 // Kafka-to-file throughput beside its limit, a plain franz-go consume of
-// the same topic, measured in the same process against the same in-process
-// kfake broker:
+// the same topic, measured in the same run against the same kfake broker:
 //
 //   - BenchmarkKafkaToFile: pipeline.Run with the Kafka source (bounded,
 //     read_committed, offsets in the checkpoints) into one file sink subtask
