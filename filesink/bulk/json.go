@@ -110,15 +110,21 @@ func (c *converter) add(rec []byte) error {
 		p.i++
 	} else {
 		for {
-			k0, k1, esc, err := p.str()
-			if err != nil {
-				return err
+			var idx int
+			if m := root.matchKey(rec[p.i:], guess); m > 0 {
+				idx = guess
+				p.i += m
+			} else {
+				k0, k1, esc, err := p.str()
+				if err != nil {
+					return err
+				}
+				key := rec[k0:k1]
+				if esc {
+					key = unescape(make([]byte, 0, k1-k0), key)
+				}
+				idx = root.lookup(key, guess)
 			}
-			key := rec[k0:k1]
-			if esc {
-				key = unescape(make([]byte, 0, k1-k0), key)
-			}
-			idx := root.lookup(key, guess)
 			p.ws()
 			if p.i >= len(rec) || rec[p.i] != ':' {
 				return syntaxErr(p, "expected ':' after key")

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow/go/v15/arrow"
 )
@@ -96,6 +97,33 @@ type node struct {
 	fields   []*node        // kStruct
 	index    map[string]int // kStruct: field name -> position
 	nameB    [][]byte       // kStruct: field names as bytes, for the in-order fast path
+	quoted   [][]byte       // kStruct: `"name"` when the name needs no escaping in JSON, else nil
+}
+
+// matchKey reports whether b (at a key's opening quote) holds exactly the
+// key of field guess, unescaped, and returns the bytes it spans.
+func (n *node) matchKey(b []byte, guess int) int {
+	if guess >= len(n.quoted) {
+		return 0
+	}
+	q := n.quoted[guess]
+	if q == nil || len(b) < len(q) || string(b[:len(q)]) != string(q) {
+		return 0
+	}
+	return len(q)
+}
+
+// plainJSONName reports whether name is written in JSON as itself.
+func plainJSONName(name string) bool {
+	if !utf8.ValidString(name) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func (n *node) lookup(key []byte, guess int) int {
@@ -236,6 +264,11 @@ func structNode(name, path string, fields []Field, nullable bool) (*node, error)
 		n.index[f.Name] = i
 		n.fields = append(n.fields, c)
 		n.nameB = append(n.nameB, []byte(f.Name))
+		var q []byte
+		if plainJSONName(f.Name) {
+			q = []byte(`"` + f.Name + `"`)
+		}
+		n.quoted = append(n.quoted, q)
 		afs[i] = arrow.Field{Name: c.name, Type: c.dtype, Nullable: c.nullable}
 	}
 	n.dtype = arrow.StructOf(afs...)
