@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/internal/testjob"
 )
 
@@ -31,6 +32,35 @@ func TestBulkCrashLoopFake(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			k := testjob.CrashLoop(t, job, rand.New(rand.NewPCG(crashSeed(t), 0)))
+			t.Logf("swept %d fault points", k)
+		})
+	}
+}
+
+// The same crash loop with Parquet part files (filesink/bulk, pqarrow):
+// every published file opens with a Parquet reader and has the PAR1 footer,
+// every record exactly once.
+func TestBulkCrashLoopParquet(t *testing.T) {
+	schema, err := bulk.ParseSchema([]byte(testjob.GenSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	format := func(opts bulk.Options) *bulk.ParquetFormat {
+		f, err := bulk.Parquet(schema, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	jobs := map[string]testjob.Job{
+		"parquet": {Count: 400, Bulk: format(bulk.Options{RowGroupRows: 40}), PartSize: 12 << 10},
+		"parquet-buckets-p2": {Count: 400, Keys: 3, Bucket: "field:key", Parallelism: 2, CheckpointEvery: 150,
+			Bulk: format(bulk.Options{RowGroupRows: 30})},
+	}
+	for name, job := range jobs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			k := testjob.CrashLoop(t, job, rand.New(rand.NewPCG(crashSeed(t), 0)), testjob.ParquetReader())
 			t.Logf("swept %d fault points", k)
 		})
 	}

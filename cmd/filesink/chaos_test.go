@@ -87,6 +87,7 @@ func TestChaosKill9(t *testing.T) {
 		count = chaosShortCount
 	}
 	want := generated(t, count)
+	schema := writeGenSchema(t, t.TempDir())
 
 	configs := []chaosConfig{
 		{
@@ -110,6 +111,15 @@ func TestChaosKill9(t *testing.T) {
 				}
 				return ts.UTC().Format("2006-01-02--15-04"), nil
 			},
+		},
+		{
+			// Bulk parts roll at every checkpoint (and on size): every
+			// visible file must be a complete Parquet file (fileLines reads
+			// it with pqarrow; PAR1 at both ends), never a truncated one.
+			name: "parquet-field-p2",
+			args: []string{"--format", "parquet", "--schema", schema, "--bucket", "field:key", "--parallelism", "2", "--part-size", "1MiB"},
+			ext:  ".parquet", parallelism: 2,
+			bucket: func(r genRecord) (string, error) { return r.Key, nil },
 		},
 	}
 	for i, c := range configs {

@@ -256,6 +256,9 @@ func decodeBytes(name string, raw []byte) ([]byte, error) {
 // whose content does not end in "\n" is an error: a part file holds whole
 // records only.
 func fileLines(name string) ([]string, error) {
+	if isBulkFile(name) {
+		return bulkLines(name)
+	}
 	b, err := decodeFile(name)
 	if err != nil {
 		return nil, err

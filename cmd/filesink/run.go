@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -75,6 +76,7 @@ Formats (file and S3 sinks):
 type runFlags struct {
 	source, sink, state, format, compression, bucket, tz, prefix string
 	partSize, budget, csvColumns, onBad, logLevel, progress      string
+	memLimit                                                     string
 	interval, rollover, inactivity                               time.Duration
 	parallelism, retain                                          int
 	csvHeader, rollOnCheckpoint, bounded                         bool
@@ -105,7 +107,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	fs.BoolVar(&f.rollOnCheckpoint, "roll-on-checkpoint", false, "roll every part file at every checkpoint")
 	fs.IntVar(&f.parallelism, "parallelism", 1, "number of sink subtasks (keep it the same across restarts)")
 	fs.StringVar(&f.prefix, "prefix", "part", "part file name prefix")
-	fs.StringVar(&f.budget, "buffer-budget", "64MiB", "memory for buffered records across all open buckets")
+	fs.StringVar(&f.budget, "buffer-budget", "64MiB", "memory for buffered records across all open buckets (with parquet/arrow: the encoders' row groups)")
+	fs.StringVar(&f.memLimit, "memory-limit", "auto", "soft limit of the Go heap (GC target): auto (6 x --buffer-budget with parquet/arrow, whose encoders hold "+
+		"more than they report; none for row formats), none, or a SIZE; the GOMEMLIMIT environment variable overrides it")
 	fs.StringVar(&f.csvColumns, "csv-columns", "", "CSV: comma-separated column order (default: each record's sorted keys)")
 	fs.BoolVar(&f.csvHeader, "csv-header", false, "CSV: write a header row in every part file (needs --csv-columns)")
 	fs.StringVar(&f.onBad, "on-bad-record", "fail", "fail: stop with an error naming the record; skip: write it to OUT/_dead-letter and go on")
@@ -180,6 +184,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		}
 	}()
 	job.cfg.Stop = stopc
+	if job.memLimit > 0 {
+		log.Debug("Go memory limit", "bytes", job.memLimit)
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(job.memLimit))
+	}
 	prog := newProgress(stderr, f.progress, f.source)
 	job.cfg.Progress = prog.update
 	res, err := pipeline.Run(ctx, job.cfg)
@@ -214,6 +222,7 @@ type job struct {
 	writers  []*filesink.Writer
 	target   *target // nil for a MySQL sink
 	stateURI string
+	memLimit int64 // Go soft memory limit to set (0: leave it)
 
 	mysqlSink bool
 	mysql     []*mysqlxa.Sink
@@ -376,6 +385,11 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	if err != nil {
 		return nil, usageError("run: --buffer-budget: %v", err)
 	}
+	memLimit, err := memoryLimit(f.memLimit, budget, bulkFormat != nil)
+	if err != nil {
+		return nil, err
+	}
+
 	var policy filesink.RollingPolicy = filesink.DefaultPolicy{PartSize: partSize, Rollover: f.rollover, Inactivity: f.inactivity}
 	if f.rollOnCheckpoint && bulkFormat == nil { // bulk parts roll at every checkpoint anyway
 		policy = filesink.OnCheckpointPolicy{PartSize: partSize}
@@ -388,7 +402,7 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	default:
 		return nil, usageError("run: --on-bad-record must be fail or skip, not %q", f.onBad)
 	}
-	j := &job{target: t, stateURI: stateURI}
+	j := &job{target: t, stateURI: stateURI, memLimit: memLimit}
 	if err := f.common(j, log, stdin, set); err != nil {
 		return nil, err
 	}
