@@ -31,13 +31,25 @@
 // a valid stream that can be appended to, and standard readers read the
 // concatenation.
 //
+// # Bulk formats
+//
+// With [WithBulkFormat] (Parquet, Arrow IPC: package filesink/bulk) each
+// open bucket has a [BulkWriter] that buffers row groups and writes a
+// footer when its part closes. A footer cannot be resumed, so every bulk
+// part rolls at every checkpoint whatever the policy says (the checkpoint
+// state never holds one), and also on size (bytes written plus Buffered)
+// and time. A crash discards the bulk part being written; its records
+// come again from the source. Dead letters stay JSON lines.
+//
 // # Memory
 //
 // Buffered bytes of all open buckets of a Writer stay within its buffer
 // budget ([WithBufferBudget], default 64 MiB): the per-bucket buffer shrinks
 // as buckets open, and when the total goes over, the largest buffers are
 // written out and released. Buckets with nothing open are forgotten at each
-// checkpoint.
+// checkpoint. Bulk writers' Buffered bytes count too: over the budget, the
+// largest writers flush a row group early, and a part whose writer keeps
+// its memory through Flush rolls.
 //
 // # Bad records
 //
