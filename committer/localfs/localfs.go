@@ -28,7 +28,11 @@ type Backend struct {
 	mu       sync.Mutex      // guards the directory sets; held across their fsyncs
 	durable  map[string]bool // directories whose entry in their parent is durable
 	unsynced map[string]bool // directories made (or found) whose entry is not yet synced
+	syncs    chan struct{}   // bounds the background fsyncs of PersistAsync
 }
+
+// maxSyncs bounds the fsyncs that PersistAsync runs at once per backend.
+const maxSyncs = 16
 
 var (
 	_ committer.Backend = (*Backend)(nil)
@@ -37,7 +41,8 @@ var (
 
 // New returns a backend publishing under root. fsys is usually vfs.OS{}.
 func New(fsys vfs.FS, root string) *Backend {
-	return &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{}}
+	return &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
+		syncs: make(chan struct{}, maxSyncs)}
 }
 
 // Root returns the output directory.
@@ -424,60 +429,140 @@ func (b *Backend) walk(ctx context.Context, rel string, fn func(string, fs.DirEn
 	return nil
 }
 
-// writer is an in-progress part file.
+// writer is an in-progress part file: a committer.PartWriter and
+// committer.AsyncPersister. Not safe for concurrent use, except that the
+// fsync started by PersistAsync runs beside the other methods.
 type writer struct {
-	b         *Backend
-	f         vfs.File
-	rec       record
-	dir       string
+	b    *Backend
+	f    vfs.File
+	rec  record
+	dir  string
+	size int64
+	// closed is set by CloseForCommit and Close, on the writing goroutine.
+	closed bool
+	// syncing is closed when the fsync started by the last PersistAsync
+	// has finished; nil before the first.
+	syncing chan struct{}
+
+	mu        sync.Mutex // guards err and dirSynced, touched by that fsync
+	err       error      // sticky: a failed write or fsync breaks the writer
 	dirSynced bool
-	err       error // sticky: a failed write or fsync breaks the writer
-	size      int64
-	closed    bool
+}
+
+var _ committer.AsyncPersister = (*writer)(nil)
+
+func (w *writer) broken() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *writer) fail(err error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+	return w.err
 }
 
 func (w *writer) Write(p []byte) (int, error) {
-	if w.err != nil {
-		return 0, w.err
+	if err := w.broken(); err != nil {
+		return 0, err
 	}
 	n, err := w.f.Write(p)
 	w.size += int64(n)
 	if err != nil {
-		w.err = fmt.Errorf("localfs: write %s: %w", w.b.abs(w.rec.Staging), err)
-		return n, w.err
+		return n, w.fail(fmt.Errorf("localfs: write %s: %w", w.b.abs(w.rec.Staging), err))
 	}
 	return n, nil
 }
 
 func (w *writer) Size() int64 { return w.rec.Length + w.size }
 
-func (w *writer) sync(ctx context.Context) (record, error) {
-	if w.err != nil {
-		return record{}, w.err
+// awaitSync waits for the fsync of the last PersistAsync, if any.
+func (w *writer) awaitSync() {
+	if w.syncing != nil {
+		<-w.syncing
 	}
+}
+
+// sync makes the file's bytes durable (and its directory entry) and
+// returns the record of its current length.
+func (w *writer) sync(ctx context.Context) (record, error) {
 	if err := ctx.Err(); err != nil {
 		return record{}, err
+	}
+	w.awaitSync()
+	r := w.rec
+	r.Length = w.Size()
+	return r, w.syncData()
+}
+
+// syncData fsyncs the file, the directories made for it and its
+// directory. Safe to call beside Write.
+func (w *writer) syncData() error {
+	if err := w.broken(); err != nil {
+		return err
 	}
 	if err := w.f.Sync(); err != nil {
 		// Never retry fsync on the same descriptor: the kernel may have
 		// dropped the dirty pages.
-		w.err = fmt.Errorf("localfs: fsync %s: %w", w.b.abs(w.rec.Staging), err)
-		return record{}, w.err
+		return w.fail(fmt.Errorf("localfs: fsync %s: %w", w.b.abs(w.rec.Staging), err))
 	}
 	if err := w.b.syncDirs(); err != nil {
-		w.err = err
-		return record{}, w.err
+		return w.fail(err)
 	}
-	if !w.dirSynced {
+	w.mu.Lock()
+	synced := w.dirSynced
+	w.mu.Unlock()
+	if !synced {
 		if err := w.b.fs.SyncDir(w.dir); err != nil {
-			w.err = fmt.Errorf("localfs: fsync directory %s: %w", w.dir, err)
-			return record{}, w.err
+			return w.fail(fmt.Errorf("localfs: fsync directory %s: %w", w.dir, err))
 		}
+		w.mu.Lock()
 		w.dirSynced = true
+		w.mu.Unlock()
 	}
+	return nil
+}
+
+// PersistAsync implements committer.AsyncPersister: it records the length
+// written so far and starts the fsync on a goroutine of its own (at most
+// 16 per backend at once), so that writing goes on beside it. The returned
+// function waits for the fsync; a nil error from it means the recorded
+// length is durable. Bytes written after PersistAsync may be made durable
+// too; a Resume truncates them.
+func (w *writer) PersistAsync(ctx context.Context) (func(context.Context) (json.RawMessage, error), error) {
+	if err := w.broken(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w.awaitSync()
 	r := w.rec
 	r.Length = w.Size()
-	return r, nil
+	done := make(chan struct{})
+	w.syncing = done
+	var err error
+	go func() {
+		defer close(done)
+		w.b.syncs <- struct{}{}
+		defer func() { <-w.b.syncs }()
+		err = w.syncData()
+	}()
+	return func(ctx context.Context) (json.RawMessage, error) {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(r)
+	}, nil
 }
 
 func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
@@ -505,5 +590,6 @@ func (w *writer) Close() error {
 		return nil
 	}
 	w.closed = true
+	w.awaitSync()
 	return w.f.Close()
 }

@@ -1065,3 +1065,70 @@ func TestScanAcceptsPublishedParts(t *testing.T) {
 			"(Scan flags every visible name containing \".tmp\", which Open accepts and Commit publishes)", staging, problems)
 	}
 }
+
+// TestPersistAsync: the length is the one at PersistAsync; writes go on
+// while the fsync runs; after the wait that length is durable (a power loss
+// keeps it); a resume truncates the bytes written after it; a close for
+// commit while the fsync runs waits for it.
+func TestPersistAsync(t *testing.T) {
+	ctx := context.Background()
+	m := crashfs.New()
+	b := localfs.New(m, root)
+	pw, err := b.Open(ctx, "a/part-0.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, ok := pw.(committer.AsyncPersister)
+	if !ok {
+		t.Fatal("the localfs part writer is not a committer.AsyncPersister")
+	}
+	if _, err := pw.Write([]byte("barrier|")); err != nil {
+		t.Fatal(err)
+	}
+	wait, err := ap.PersistAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			if _, err := pw.Write([]byte("after|")); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	r, err := wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	wantLength(t, r, int64(len("barrier|")))
+	got, err := durable(m, stagingOf("a/part-0.txt"))
+	if err != nil || len(got) < len("barrier|") || string(got[:8]) != "barrier|" {
+		t.Fatalf("after a power loss the staging file holds %q (%v), want at least %q", got, err, "barrier|")
+	}
+	// A second persist, then a close for commit before its wait.
+	wait2, err := ap.PersistAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := pw.CloseForCommit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLength(t, pending, int64(len("barrier|")+100*len("after|")))
+	if _, err := wait2(ctx); err != nil {
+		t.Fatalf("wait of a persist overtaken by a close: %v", err)
+	}
+	// Resuming the first resumable truncates to the barrier.
+	rw, err := b.Resume(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rw.Size() != int64(len("barrier|")) {
+		t.Fatalf("resumed at %d, want %d", rw.Size(), len("barrier|"))
+	}
+	rw.Close()
+}
