@@ -646,10 +646,10 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 // PrepareAsync implements committer.AsyncPreparer. At the barrier it writes
 // out every buffer, starts closing the parts the policy (or final) says to
 // roll, and persists the others: where the backend's part writer is a
-// committer.AsyncPersister (S3) it only starts the persist, otherwise it
-// persists at once (fsync), 16 files at a time. The returned function
-// waits for the closes and persists and returns the open parts' resumables
-// as state and the rolled parts (since the last checkpoint) as
+// committer.AsyncPersister (S3 uploads, local fsyncs) it only starts the
+// persist, otherwise it persists at once, 16 files at a time. The returned
+// function waits for the closes and persists and returns the open parts'
+// resumables as state and the rolled parts (since the last checkpoint) as
 // committables. It touches only what the barrier handed over, so Write and
 // Tick may run while it waits.
 func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
