@@ -11,7 +11,6 @@ import (
 
 	"github.com/filesink/filesink/internal/testjob"
 	"github.com/filesink/filesink/internal/vfs/crashfs"
-	"github.com/filesink/filesink/internal/vfs/errorfs"
 )
 
 func seed(t *testing.T) uint64 {
@@ -46,43 +45,11 @@ func TestCrashLoop(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed(t), 0))
-			ctx := context.Background()
-			var k int64
-			for k = 1; ; k++ {
-				mem := crashfs.New()
-				efs := errorfs.Wrap(mem, errorfs.OnIndex(k))
-				err := job.Run(ctx, efs)
-				if !efs.Fired() {
-					if err != nil {
-						t.Fatalf("k=%d: run without fault failed: %v", k, err)
-					}
-					mustExactlyOnce(t, mem, job.Count, "no fault")
-					break
-				}
-				if err == nil {
-					t.Fatalf("k=%d: fault injected at %v but the run succeeded", k, must(efs.FirstInjected()))
-				}
-				if !errors.Is(err, errorfs.ErrInjected) {
-					t.Fatalf("k=%d: error does not wrap the injected fault: %v", k, err)
-				}
-				clone := mem.CrashClone(rng.Int64())
-				// Crash the recovery too, at a random early operation.
-				efs2 := errorfs.Wrap(clone, errorfs.OnIndex(1+rng.Int64N(40)))
-				if err := job.Run(ctx, efs2); err != nil && !efs2.Fired() {
-					t.Fatalf("k=%d: recovery run failed without a fault: %v", k, err)
-				}
-				final := clone.CrashClone(rng.Int64())
-				if err := job.Run(ctx, final); err != nil {
-					t.Fatalf("k=%d (fault at %v): final run: %v\n%s", k, must(efs.FirstInjected()), err, final)
-				}
-				mustExactlyOnce(t, final, job.Count, fmt.Sprintf("k=%d fault at %v", k, must(efs.FirstInjected())))
-			}
+			k := testjob.CrashLoop(t, job, rng)
 			t.Logf("swept %d fault points", k)
 		})
 	}
 }
-
-func must[T any](v T, _ bool) T { return v }
 
 // TestNamedCrashPoints crashes at each named point of the protocol on the
 // real file sink, loses power (worst case: only synced state survives, and a
