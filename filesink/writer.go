@@ -79,7 +79,7 @@ func WithDeadLetter(dl committer.Backend) Option { return func(w *Writer) { w.dl
 // Stats are running totals of a Writer, safe to read concurrently.
 type Stats struct {
 	Records    atomic.Int64 // records accepted
-	Bytes      atomic.Int64 // encoded bytes accepted (before compression)
+	Bytes      atomic.Int64 // encoded bytes accepted (before compression); for bulk formats, the records' bytes
 	BadRecords atomic.Int64 // records sent to the dead-letter output
 	Committed  atomic.Int64 // part files of this run published (recovery re-commits are not counted)
 }
