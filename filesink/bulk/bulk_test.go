@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/apache/arrow/go/v15/parquet/file"
 	"github.com/filesink/filesink/filesink"
 )
 
@@ -434,5 +435,50 @@ func TestAddArrowNullInRequired(t *testing.T) {
 	}
 	if w.Rows() != 0 {
 		t.Errorf("Rows %d after a rejected batch", w.Rows())
+	}
+}
+
+// Builders reserved from the previous row group's sizes do not end row
+// groups early by themselves: every row group but the last holds about as
+// many rows as the first, and the data comes back whole.
+func TestRowGroupsStayWholeWithReserve(t *testing.T) {
+	s, err := ParseSchema([]byte(benchSchemaDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := makeBenchData(20000)
+	for _, limit := range []int64{64 << 10, 256 << 10, 1 << 20} {
+		f, _ := Parquet(s, Options{RowGroupBytes: limit})
+		var buf bytes.Buffer
+		w, _ := f.NewParquetWriter(&buf)
+		for _, l := range d.lines {
+			if err := w.Add(l); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.Buffered(); got > 2*limit {
+				t.Fatalf("limit %d: Buffered %d", limit, got)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := pf.MetaData()
+		var total int64
+		first := md.RowGroup(0).NumRows()
+		for i := 0; i < pf.NumRowGroups(); i++ {
+			n := md.RowGroup(i).NumRows()
+			total += n
+			if i < pf.NumRowGroups()-1 && n < first/2 {
+				t.Errorf("limit %d: row group %d has %d rows, the first %d", limit, i, n, first)
+			}
+		}
+		if total != int64(len(d.lines)) || pf.NumRowGroups() < 3 {
+			t.Errorf("limit %d: %d rows in %d row groups", limit, total, pf.NumRowGroups())
+		}
+		pf.Close()
 	}
 }

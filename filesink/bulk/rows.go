@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/bitutil"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/apache/arrow/go/v15/arrow/util"
 	"github.com/filesink/filesink/filesink"
@@ -28,7 +29,13 @@ type rowBuffer struct {
 	pendingRows  int64
 	foreignBytes int64 // bytes of AddArrow batches (not allocated by mem)
 	total        int64 // rows added over the file's life
+	// hints are the top-level builders' lengths (rows, and value bytes
+	// of string and binary builders) when the last row group was cut: the
+	// next row group reserves them up front instead of regrowing.
+	hints []sizeHint
 }
+
+type sizeHint struct{ rows, data int }
 
 func newRowBuffer(s *Schema, opts Options) *rowBuffer {
 	mem := &countingAllocator{mem: memory.NewGoAllocator()}
@@ -37,6 +44,9 @@ func newRowBuffer(s *Schema, opts Options) *rowBuffer {
 }
 
 func (r *rowBuffer) add(rec []byte) error {
+	if r.rows == 0 && r.hints != nil {
+		r.reserve()
+	}
 	if err := r.conv.add(rec); err != nil {
 		return err
 	}
@@ -71,11 +81,58 @@ func (r *rowBuffer) cut() {
 	if r.rows == 0 {
 		return
 	}
+	if r.hints == nil {
+		r.hints = make([]sizeHint, len(r.rb.Fields()))
+	}
+	for i, b := range r.rb.Fields() {
+		h := sizeHint{rows: b.Len()}
+		if bb, ok := b.(binaryLike); ok {
+			h.data = bb.DataLen()
+		}
+		r.hints[i] = h
+	}
 	rec := r.rb.NewRecord()
 	r.pending = append(r.pending, rec)
 	r.pendingRows += int64(r.rows)
 	r.rows = 0
 	r.conv.size = 0
+}
+
+type binaryLike interface {
+	DataLen() int
+	ReserveData(int)
+}
+
+// reserve sizes the empty builders of flat columns for a row group like
+// the last one, saving the copies (and garbage) of regrowing them value by
+// value.
+func (r *rowBuffer) reserve() {
+	hints := r.hints
+	r.hints = nil // once per row group
+	limit := r.opts.RowGroupBytes
+	for i, b := range r.rb.Fields() {
+		if r.schema.root.fields[i].kind >= kList {
+			continue // nested: regrown as before
+		}
+		h := hints[i]
+		if h.rows == 0 {
+			continue
+		}
+		// A row group ends when the builders' memory reaches
+		// RowGroupBytes; reserving must not get there by itself, or the
+		// next row would end a row group of one row. cost bounds what
+		// Reserve allocates (rows round up to a power of two; at most 16
+		// bytes a value or offset, and the validity bit); reserving stops
+		// at three quarters of the limit.
+		cost := int64(bitutil.NextPowerOf2(h.rows))*17 + int64(h.data) + 128
+		if limit > 0 && r.buffered()+cost >= limit/4*3 {
+			continue
+		}
+		b.Reserve(h.rows)
+		if bb, ok := b.(binaryLike); ok && h.data > 0 {
+			bb.ReserveData(h.data)
+		}
+	}
 }
 
 func (r *rowBuffer) releasePending() {
