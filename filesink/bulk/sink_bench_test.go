@@ -71,6 +71,7 @@ func BenchmarkParquetSink(b *testing.B) {
 		ctx := context.Background()
 		var size int64
 		parts := 0
+		var checkpoint time.Duration // Prepare, Commit and Close
 		start(b)
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
@@ -86,6 +87,7 @@ func BenchmarkParquetSink(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			t0 := time.Now()
 			snap, err := w.Prepare(ctx, 1, true)
 			if err != nil {
 				b.Fatal(err)
@@ -99,6 +101,7 @@ func BenchmarkParquetSink(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StopTimer()
+			checkpoint += time.Since(t0)
 			if got := w.Stats().Records.Load(); got != int64(n) {
 				b.Fatalf("%d records written, want %d", got, n)
 			}
@@ -108,6 +111,7 @@ func BenchmarkParquetSink(b *testing.B) {
 		}
 		report(b, size)
 		b.ReportMetric(float64(parts), "parts")
+		b.ReportMetric(checkpoint.Seconds()/float64(b.N), "checkpoint-s")
 	})
 
 	b.Run("encoder", func(b *testing.B) {
