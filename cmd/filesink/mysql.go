@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/filesink/filesink/committer/mysqlxa"
+	"github.com/filesink/filesink/internal/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/source/kafka"
 )
@@ -224,37 +225,42 @@ func readJobFile(dir string) (string, error) {
 	return id, nil
 }
 
-// writeJobFile keeps id in dir/JOB durably: temp file, fsync, rename,
-// directory fsync.
+// writeJobFile keeps id in dir/JOB durably: a synced temp file, a
+// no-clobber rename, a directory fsync (vfs, as every other publish). A JOB
+// written meanwhile by another run is never replaced: if it holds another
+// id, that is an error.
 func writeJobFile(dir, id string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("job id: %w", err)
-	}
+	fsys := vfs.OS{}
+	name := filepath.Join(dir, jobFile)
 	tmp := filepath.Join(dir, "."+jobFile+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("job id: %w", err)
+	fail := func(err error) error {
+		os.Remove(tmp)
+		return fmt.Errorf("job id: keep it in %s: %w", name, err)
 	}
-	_, err = f.WriteString(id + "\n")
-	if err == nil {
-		err = f.Sync()
+	if err := vfs.MkdirAllSync(fsys, dir); err != nil {
+		return fail(err)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail(err)
 	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, jobFile))
+	if err := vfs.WriteFileSync(fsys, tmp, []byte(id+"\n")); err != nil {
+		return fail(err)
 	}
-	if err == nil {
-		var d *os.File
-		if d, err = os.Open(dir); err == nil {
-			err = d.Sync()
-			d.Close()
+	if err := fsys.RenameNoReplace(tmp, name); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return fail(err)
+		}
+		os.Remove(tmp)
+		kept, rerr := readJobFile(dir)
+		if rerr != nil {
+			return rerr
+		}
+		if kept != id {
+			return fmt.Errorf("job id: %s was written meanwhile with job id %q, not %q", name, kept, id)
 		}
 	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("job id: keep it in %s: %w", filepath.Join(dir, jobFile), err)
+	if err := fsys.SyncDir(dir); err != nil {
+		return fail(err)
 	}
 	return nil
 }
