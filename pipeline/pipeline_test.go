@@ -565,14 +565,6 @@ func TestRunBadRecord(t *testing.T) {
 	exactlyOnce(t, mem, count)
 }
 
-func keysOf(m map[string]string) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	return ks
-}
-
 func TestRunProgress(t *testing.T) {
 	e, _ := memEnv(t)
 	const count = 480

@@ -255,15 +255,3 @@ func (j *job) close() {
 		s.Close()
 	}
 }
-
-// crashAt returns a hook failing once at point.
-func crashAt(point string) func(string) error {
-	fired := false
-	return func(p string) error {
-		if p == point && !fired {
-			fired = true
-			return fmt.Errorf("simulated crash at %s", p)
-		}
-		return nil
-	}
-}

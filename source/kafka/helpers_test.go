@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -176,5 +175,3 @@ func values(rs []rec) []string {
 	}
 	return out
 }
-
-func isEOF(err error) bool { return errors.Is(err, io.EOF) }
