@@ -403,10 +403,12 @@ func (s *Sink) reset() {
 // full reports whether the buffered rows must be sent now. While this Sink
 // holds a prepared branch (checkpoint N is prepared, its commit not yet
 // called), rows of N+1 stay buffered: in upsert and increment modes they
-// may need row locks that N's branch holds until its XA COMMIT, and the
-// pipeline calls Commit(N) from the goroutine that calls Write, so sending
-// them would wait for a commit queued behind the wait. Up to deferFactor
-// batches are buffered that way; beyond, they are sent anyway.
+// may need row locks that N's branch holds until its XA COMMIT, and a
+// driver that calls Commit(N) from the goroutine that calls Write would
+// queue that commit behind the wait. (pipeline.Run commits this sink at
+// the barrier, before the next records, since it is not an
+// AsyncPreparer; this guards other drivers.) Up to deferFactor batches are
+// buffered that way; beyond, they are sent anyway.
 func (s *Sink) full() bool {
 	if len(s.held) > 0 {
 		return s.rows >= deferFactor*s.batch || s.bytes >= deferFactor*s.cfg.BatchBytes
