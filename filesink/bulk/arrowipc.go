@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/filesink/filesink/filesink"
 )
@@ -67,65 +66,20 @@ func (f *ArrowFormat) NewArrowWriter(w io.Writer) (*ArrowWriter, error) {
 		buf.release()
 		return nil, err
 	}
-	return &ArrowWriter{fw: fw, buf: buf}, nil
+	aw := &ArrowWriter{rowFront: rowFront{buf: buf}, fw: fw}
+	aw.flush = aw.Flush
+	return aw, nil
 }
 
 // ArrowWriter encodes one Arrow IPC file. Not safe for concurrent use.
 // Each Flush writes the JSON rows added since the last one as one record
 // batch; batches added with AddArrow are written as they are.
 type ArrowWriter struct {
-	fw     *ipc.FileWriter
-	buf    *rowBuffer
-	err    error
-	closed bool
+	rowFront
+	fw *ipc.FileWriter
 }
 
 var _ filesink.BulkWriter = (*ArrowWriter)(nil)
-
-// Add converts one JSON object record, as ParquetWriter.Add does.
-func (w *ArrowWriter) Add(record []byte) error {
-	if err := w.usable(); err != nil {
-		return err
-	}
-	if err := w.buf.add(record); err != nil {
-		return err
-	}
-	if w.buf.full() {
-		return w.Flush()
-	}
-	return nil
-}
-
-// AddArrow appends a record batch of the schema's Arrow schema, as
-// ParquetWriter.AddArrow does.
-func (w *ArrowWriter) AddArrow(rec arrow.Record) error {
-	if err := w.usable(); err != nil {
-		return err
-	}
-	if err := w.buf.addArrow(rec); err != nil {
-		return err
-	}
-	if w.buf.full() {
-		return w.Flush()
-	}
-	return nil
-}
-
-func (w *ArrowWriter) usable() error {
-	if w.err != nil {
-		return w.err
-	}
-	if w.closed {
-		return errClosed
-	}
-	return nil
-}
-
-// Rows is the number of rows added to the file so far.
-func (w *ArrowWriter) Rows() int64 { return w.buf.total }
-
-// Buffered implements filesink.BulkWriter.
-func (w *ArrowWriter) Buffered() int64 { return w.buf.buffered() }
 
 // Flush writes the buffered rows as record batches. An error leaves the
 // file broken: later calls return it.

@@ -65,7 +65,9 @@ func (f *ParquetFormat) NewWriter(w io.Writer) (filesink.BulkWriter, error) {
 // NewParquetWriter starts a Parquet file whose bytes go to w. Nothing is
 // written to w before the first row group.
 func (f *ParquetFormat) NewParquetWriter(w io.Writer) (*ParquetWriter, error) {
-	return &ParquetWriter{f: f, out: &posWriter{w: w}, buf: newRowBuffer(f.schema, f.opts)}, nil
+	pw := &ParquetWriter{rowFront: rowFront{buf: newRowBuffer(f.schema, f.opts)}, f: f, out: &posWriter{w: w}}
+	pw.flush = pw.Flush
+	return pw, nil
 }
 
 // ParquetWriter encodes one Parquet file. Not safe for concurrent use.
@@ -90,70 +92,15 @@ func (f *ParquetFormat) NewParquetWriter(w io.Writer) (*ParquetWriter, error) {
 // is taken before the first row group because Parquet writer properties
 // are fixed when a file starts.
 type ParquetWriter struct {
-	f      *ParquetFormat
-	out    *posWriter
-	buf    *rowBuffer
-	fw     *pqarrow.FileWriter
-	dict   []bool   // per leaf column, as decided at the first row group
-	paths  []string // the leaf columns' paths
-	err    error    // sticky: the file is broken
-	closed bool
+	rowFront
+	f     *ParquetFormat
+	out   *posWriter
+	fw    *pqarrow.FileWriter
+	dict  []bool   // per leaf column, as decided at the first row group
+	paths []string // the leaf columns' paths
 }
 
 var _ filesink.BulkWriter = (*ParquetWriter)(nil)
-
-// Add converts one JSON object record and appends it to the row group. A
-// record that does not fit the schema is a *FieldError (matching
-// filesink.ErrBadRecord) and leaves no trace: the writer stays usable. A
-// nil error means the row is buffered (not that it was written).
-func (w *ParquetWriter) Add(record []byte) error {
-	if err := w.usable(); err != nil {
-		return err
-	}
-	if err := w.buf.add(record); err != nil {
-		return err
-	}
-	if w.buf.full() {
-		return w.Flush()
-	}
-	return nil
-}
-
-// AddArrow appends the rows of an Arrow record batch, which must have
-// exactly the schema's Arrow schema (Schema.Arrow). The batch is retained
-// until it is written; the caller may release its own reference. A batch
-// with another schema, or with nulls in a top-level column that is not
-// nullable, is an error matching filesink.ErrBadRecord and adds nothing.
-func (w *ParquetWriter) AddArrow(rec arrow.Record) error {
-	if err := w.usable(); err != nil {
-		return err
-	}
-	if err := w.buf.addArrow(rec); err != nil {
-		return err
-	}
-	if w.buf.full() {
-		return w.Flush()
-	}
-	return nil
-}
-
-func (w *ParquetWriter) usable() error {
-	if w.err != nil {
-		return w.err
-	}
-	if w.closed {
-		return errClosed
-	}
-	return nil
-}
-
-// Rows is the number of rows added to the file so far.
-func (w *ParquetWriter) Rows() int64 { return w.buf.total }
-
-// Buffered implements filesink.BulkWriter: the bytes of Arrow memory the
-// writer holds (builders, batches waiting for a row group, and pqarrow's
-// page and dictionary buffers).
-func (w *ParquetWriter) Buffered() int64 { return w.buf.buffered() }
 
 // Flush writes the buffered rows as one row group (none if there are no
 // rows). An error leaves the file broken: later calls return it.

@@ -1,0 +1,66 @@
+package bulk
+
+import "github.com/apache/arrow/go/v15/arrow"
+
+// rowFront is what the Parquet and Arrow IPC writers share in front of
+// their encoders: rows are added to buf, and the writer's flush runs when a
+// row group is full. Its methods are promoted to both writers.
+type rowFront struct {
+	buf    *rowBuffer
+	flush  func() error // the writer's Flush
+	err    error        // sticky: the file is broken
+	closed bool
+}
+
+// Add converts one JSON object record and appends it to the row group (or
+// record batch). A record that does not fit the schema is a *FieldError
+// (matching filesink.ErrBadRecord) and leaves no trace: the writer stays
+// usable. A nil error means the row is buffered (not that it was written).
+func (w *rowFront) Add(record []byte) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.buf.add(record); err != nil {
+		return err
+	}
+	if w.buf.full() {
+		return w.flush()
+	}
+	return nil
+}
+
+// AddArrow appends the rows of an Arrow record batch, which must have
+// exactly the schema's Arrow schema (Schema.Arrow). The batch is retained
+// until it is written; the caller may release its own reference. A batch
+// with another schema, or with nulls in a top-level column that is not
+// nullable, is an error matching filesink.ErrBadRecord and adds nothing.
+func (w *rowFront) AddArrow(rec arrow.Record) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.buf.addArrow(rec); err != nil {
+		return err
+	}
+	if w.buf.full() {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *rowFront) usable() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// Rows is the number of rows added to the file so far.
+func (w *rowFront) Rows() int64 { return w.buf.total }
+
+// Buffered implements filesink.BulkWriter: the bytes of Arrow memory the
+// writer holds (builders, batches waiting to be written, and the
+// encoder's buffers allocated through the writer's allocator).
+func (w *rowFront) Buffered() int64 { return w.buf.buffered() }
