@@ -58,6 +58,11 @@ type Backend struct {
 	noCondComplete atomic.Bool
 	// noCondPut is the same for PutObject (markers).
 	noCondPut atomic.Bool
+	// hashSpill: the client talks plain HTTP, where SigV4 signs the
+	// SHA-256 of every part; the writers compute it while spilling and
+	// hand it to the SDK, which would otherwise read each part back from
+	// the spill file once more to hash it.
+	hashSpill bool
 }
 
 var (
@@ -86,7 +91,15 @@ func New(client *s3api.Client, bucket, prefix string, opts ...Option) (*Backend,
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &Backend{client: client, bucket: bucket, prefix: p, o: o}, nil
+	return &Backend{client: client, bucket: bucket, prefix: p, o: o, hashSpill: plainHTTP(client)}, nil
+}
+
+// plainHTTP reports whether client's endpoint is an http:// URL. With
+// any other endpoint (AWS's own are HTTPS) UploadPart signs
+// UNSIGNED-PAYLOAD over TLS and a precomputed hash would be wasted work.
+func plainHTTP(client *s3api.Client) bool {
+	ep := client.Options().BaseEndpoint
+	return ep != nil && strings.HasPrefix(strings.ToLower(*ep), "http://")
 }
 
 func checkBucket(bucket string) error {

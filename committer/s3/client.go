@@ -221,6 +221,24 @@ func unsignedPayloadOverTLS(stack *middleware.Stack) error {
 	return v4.UseDynamicPayloadSigningMiddleware(stack)
 }
 
+// withPayloadHash makes one call sign the hex SHA-256 hash instead of
+// reading its body to compute it. The SigV4 middlewares keep a hash that
+// is already set, over TLS too (where UploadPart would sign
+// UNSIGNED-PAYLOAD), so hash must be that of the body as sent.
+func withPayloadHash(hash string) func(*s3api.Options) {
+	mw := middleware.FinalizeMiddlewareFunc("filesink.PayloadHash", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+		return next.HandleFinalize(v4.SetPayloadHash(ctx, hash), in)
+	})
+	return func(o *s3api.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			if _, ok := stack.Finalize.Get(computePayloadHashID); !ok {
+				return nil
+			}
+			return stack.Finalize.Insert(mw, computePayloadHashID, middleware.Before)
+		})
+	}
+}
+
 // apply sets the per-request options of o on an SDK call: the retryer and
 // the integrity mode.
 func (o *options) apply(so *s3api.Options) {

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
@@ -44,6 +47,7 @@ type writer struct {
 	inParts int64 // bytes in parts started (finished or in flight)
 
 	spill  *spillFile // bytes of the part being filled; nil when none
+	spills spillPool  // released spill files, for the next parts
 	size   int64      // bytes written, including resumed ones
 	err    error      // sticky: the writer is broken
 	closed bool
@@ -94,6 +98,7 @@ func newWriter(b *Backend, r record) *writer {
 		inParts: r.BytesInParts,
 		size:    r.Length,
 		rnd:     rand.New(rand.NewPCG(uint64(seed), 0x66696c6573696e6b)),
+		spills:  spillPool{max: b.o.concurrency + 1},
 	}
 	for _, p := range r.Parts {
 		w.results[p.Number] = p
@@ -104,45 +109,126 @@ func newWriter(b *Backend, r record) *writer {
 
 func (w *writer) drawDeltaLimit() int { return minDeltas + w.rnd.IntN(maxDeltas-minDeltas+1) }
 
-// spillFile holds the bytes of one part on local disk, with their CRC-32.
-// It is shared by the writer, the part upload and tail puts that read it,
-// and closed when the last of them releases it.
+// spillFile holds the bytes of one part on local disk, with their CRC-32
+// and, when the backend signs payloads (see Backend.hashSpill), their
+// SHA-256. It is shared by the writer, the part upload and tail puts that
+// read it, and goes back to its writer's pool when the last of them
+// releases it.
 type spillFile struct {
 	f    *os.File
 	name string // non-empty while the file must still be removed by name
+	pool *spillPool
 	n    int64
 	crc  uint32
+	sha  hash.Hash // nil unless the payload hash is precomputed
 	refs atomic.Int32
 }
 
-func (b *Backend) newSpill() (*spillFile, error) {
+// spillPool keeps a writer's released spill files for its next parts.
+// Overwriting a file in place reuses its page-cache pages, where a new file
+// allocates them and closing an unlinked one frees them again (measured:
+// together about as much CPU as the write itself). At most max files are
+// kept; the rest, and every file once the pool is closed, are closed. A
+// file holds stale bytes past the new part's length; nothing reads them.
+// Safe for concurrent use.
+type spillPool struct {
+	mu     sync.Mutex
+	files  []*os.File
+	max    int
+	closed bool
+}
+
+func (p *spillPool) get() *os.File {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.files) == 0 {
+		return nil
+	}
+	f := p.files[len(p.files)-1]
+	p.files = p.files[:len(p.files)-1]
+	return f
+}
+
+func (p *spillPool) put(f *os.File) {
+	p.mu.Lock()
+	keep := !p.closed && len(p.files) < p.max
+	if keep {
+		p.files = append(p.files, f)
+	}
+	p.mu.Unlock()
+	if !keep {
+		f.Close()
+	}
+}
+
+// close closes the files kept and every file put later.
+func (p *spillPool) close() {
+	p.mu.Lock()
+	files := p.files
+	p.files, p.closed = nil, true
+	p.mu.Unlock()
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// newSpill returns an empty spill file, one of pool's if it has one.
+func (b *Backend) newSpill(pool *spillPool) (*spillFile, error) {
+	s := &spillFile{pool: pool}
+	if b.hashSpill {
+		s.sha = sha256.New()
+	}
+	s.refs.Store(1)
+	if s.f = pool.get(); s.f != nil {
+		return s, nil
+	}
 	f, err := os.CreateTemp(b.o.spillDir, "filesink-s3-*.part")
 	if err != nil {
 		return nil, fmt.Errorf("s3: spill file: %w", err)
 	}
-	s := &spillFile{f: f, name: f.Name()}
-	s.refs.Store(1)
+	s.f, s.name = f, f.Name()
 	// Unlinked at once where the OS allows it: the bytes live as long as
-	// the descriptor, and a crash leaves nothing behind.
+	// the descriptor, and a crash leaves nothing behind. A file that must
+	// be removed by name is not reused.
 	if os.Remove(f.Name()) == nil {
 		s.name = ""
+	} else {
+		s.pool = nil
 	}
 	return s, nil
 }
 
+// write appends p; it writes at the file offset s.n, so that a reused file
+// is overwritten from its start.
 func (s *spillFile) write(p []byte) error {
-	n, err := s.f.Write(p)
+	n, err := s.f.WriteAt(p, s.n)
 	s.crc = crc32.Update(s.crc, crc32.IEEETable, p[:n])
+	if s.sha != nil {
+		s.sha.Write(p[:n])
+	}
 	s.n += int64(n)
 	return err
 }
 
 func (s *spillFile) reader() io.ReadSeeker { return io.NewSectionReader(s.f, 0, s.n) }
 
+// payloadHash is the hex SHA-256 of the file's bytes, or "" when it was
+// not computed.
+func (s *spillFile) payloadHash() string {
+	if s.sha == nil {
+		return ""
+	}
+	return hex.EncodeToString(s.sha.Sum(nil))
+}
+
 func (s *spillFile) retain() { s.refs.Add(1) }
 
 func (s *spillFile) release() {
 	if s.refs.Add(-1) != 0 {
+		return
+	}
+	if s.pool != nil {
+		s.pool.put(s.f)
 		return
 	}
 	s.f.Close()
@@ -198,7 +284,7 @@ func (w *writer) Write(p []byte) (int, error) {
 			return written, w.err
 		}
 		if w.spill == nil {
-			s, err := w.b.newSpill()
+			s, err := w.b.newSpill(&w.spills)
 			if err != nil {
 				w.err = err
 				return written, err
@@ -301,8 +387,12 @@ func (w *writer) uploadPart(number int32, s *spillFile) (partRec, error) {
 	var body io.ReadSeeker = bytes.NewReader(nil)
 	var size int64
 	var crc uint32
+	call := []func(*s3api.Options){w.b.call()}
 	if s != nil {
 		body, size, crc = s.reader(), s.n, s.crc
+		if h := s.payloadHash(); h != "" {
+			call = append(call, withPayloadHash(h))
+		}
 	}
 	in := &s3api.UploadPartInput{
 		Bucket: &w.b.bucket, Key: &w.rec.Key, UploadId: &w.rec.UploadID,
@@ -313,7 +403,7 @@ func (w *writer) uploadPart(number int32, s *spillFile) (partRec, error) {
 		in.ChecksumCRC32 = crcBase64(crc)
 		p.CRC32 = *in.ChecksumCRC32
 	}
-	out, err := w.b.client.UploadPart(w.ctx, in, w.b.call())
+	out, err := w.b.client.UploadPart(w.ctx, in, call...)
 	if err != nil {
 		if isNoSuchUpload(err) {
 			return p, &UploadGoneError{Bucket: w.b.bucket, Key: w.rec.Key, UploadID: w.rec.UploadID}
@@ -519,7 +609,7 @@ func (w *writer) putTailObject(ctx context.Context, s *spillFile, key string, fr
 // loadTail reads the tail objects of r into a new spill file and checks
 // them.
 func (w *writer) loadTail(ctx context.Context, r record) error {
-	s, err := w.b.newSpill()
+	s, err := w.b.newSpill(&w.spills)
 	if err != nil {
 		return err
 	}
@@ -622,5 +712,6 @@ func (w *writer) Close() error {
 		w.spill.release()
 		w.spill = nil
 	}
+	w.spills.close()
 	return nil
 }
