@@ -3,10 +3,10 @@ package s3
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
