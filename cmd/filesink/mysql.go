@@ -101,7 +101,7 @@ func (f *mysqlFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.columns, "mysql-columns", "", "MySQL sink: columns written, `COL[,COL]` (default: every non-generated column; JSON fields map to columns of the same name)")
 	fs.IntVar(&f.batchRows, "mysql-batch-rows", mysqlxa.DefaultBatchRows, "MySQL sink: records per multi-row INSERT")
 	fs.StringVar(&f.marker, "mysql-marker-table", mysqlxa.DefaultMarkerTable, "MySQL sink: table of the XA branches' marker rows (created if absent)")
-	fs.StringVar(&f.job, "job", "", "MySQL sink: job `ID` naming its XA branches; keep it across restarts (default: kept in DIR/JOB of --state, first derived from the state location)")
+	fs.StringVar(&f.job, "job", "", "MySQL and HTTP sinks: job `ID` naming its XA branches (MySQL) or starting its idempotency keys (HTTP); keep it across restarts (default: kept in DIR/JOB of --state, first derived from the state location)")
 }
 
 // mysqlSinks makes the n subtasks of a MySQL sink on one pool. The caller

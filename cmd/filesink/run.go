@@ -17,6 +17,7 @@ import (
 	"github.com/filesink/filesink/bucketing"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/async"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/pipeline"
@@ -55,6 +56,26 @@ Sinks:
                          (the XA branches are named by --job, kept in DIR/JOB; see filesink xa);
                          with --parallelism N in upsert/increment mode, records go to the
                          subtask their --mysql-key hashes to
+  http://HOST:PORT/PATH or https://...
+                         POST batches of records as JSON lines (application/x-ndjson) from
+                         --http-workers goroutines per subtask, each with an Idempotency-Key
+                         header deterministic for (job, subtask, batch sequence, records);
+                         retries 5xx/408/429/timeouts/connection errors with backoff; a 4xx
+                         fails the job with the response body; needs --state DIR. User info
+                         is sent as basic auth and never logged
+
+Delivery guarantees (--guarantee; asking for one a sink lacks is an error):
+  exactly-once           file, S3 and MySQL sinks (their default and only guarantee): two-phase
+                         commit, records visible only when their checkpoint is decided
+  at-least-once          http(s) sinks (their default): a checkpoint completes only when the
+                         receiver acknowledged every batch before it; after a crash the records
+                         since the last checkpoint are sent again, with the same Idempotency-Key
+                         (a receiver that applies each key once sees every record once; a batch
+                         cut by --http-linger in the interrupted checkpoint may come back
+                         under another key)
+  at-most-once           http(s) sinks: fire and forget: the checkpoint records the source
+                         position without waiting for the receiver, one attempt per batch; a
+                         crash or a failed batch loses records, none is sent twice
 
 Formats (file and S3 sinks):
   jsonl, csv, text       row formats; --compression none|gzip|zstd compresses them
@@ -85,6 +106,8 @@ type runFlags struct {
 	s3                                                           s3Flags
 	bulk                                                         bulkFlags
 	mysql                                                        mysqlFlags
+	http                                                         httpFlags
+	guarantee                                                    string
 }
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal) error {
@@ -119,6 +142,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	f.bulk.register(fs)
 	f.s3.register(fs, true)
 	f.mysql.register(fs)
+	f.http.register(fs)
+	fs.StringVar(&f.guarantee, "guarantee", "", "delivery guarantee: exactly-once (file, s3, mysql sinks: the default and only one), at-least-once (http sinks: the default) or at-most-once (http sinks)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -132,7 +157,11 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		return err
 	}
 	var job *job
-	if isMySQL(f.sink) {
+	if isHTTP(f.sink) {
+		job, err = f.buildHTTP(log, stdin, set)
+	} else if _, err = guaranteeOf(f.sink, f.guarantee); err != nil {
+		return err
+	} else if isMySQL(f.sink) {
 		job, err = f.buildMySQL(log, stdin, set)
 	} else {
 		job, err = f.build(ctx, log, stdin, set)
@@ -157,6 +186,11 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 			return err
 		}
 		defer job.db.Close() // after pipeline.Run closed the sinks
+	}
+	if job.httpSink {
+		if err := job.openHTTP(&f, log); err != nil {
+			return err
+		}
 	}
 	var client *s3api.Client
 	if job.target != nil {
@@ -195,6 +229,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	if err != nil {
 		return err
 	}
+	if job.httpSink {
+		job.httpDone(log, res)
+		return nil
+	}
 	if job.mysqlSink {
 		var recs, rows, branches int64
 		for _, s := range job.mysql {
@@ -227,6 +265,9 @@ type job struct {
 	mysqlSink bool
 	mysql     []*mysqlxa.Sink
 	db        *sql.DB
+
+	httpSink bool
+	http     []*async.Sink
 }
 
 // buildMySQL checks the flags of a job with a MySQL sink; openMySQL then
@@ -236,6 +277,9 @@ func (f *runFlags) buildMySQL(log *slog.Logger, stdin io.Reader, set map[string]
 		if set[name] {
 			return nil, usageError("run: --%s applies to file and S3 sinks, not to a mysql:// sink", name)
 		}
+	}
+	if err := refuseHTTPFlags(set); err != nil {
+		return nil, err
 	}
 	if f.state == "" {
 		return nil, usageError("run: a mysql:// sink needs --state DIR (or s3://BUCKET/PREFIX): the checkpoint records that decide its XA branches have no default location")
@@ -332,6 +376,9 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		if set[name] {
 			return nil, usageError("run: --%s applies to a mysql:// sink only", name)
 		}
+	}
+	if err := refuseHTTPFlags(set); err != nil {
+		return nil, err
 	}
 	t, err := openTarget(ctx, f.sink, &f.s3, log, true)
 	if err != nil {
