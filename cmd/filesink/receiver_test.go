@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // receiver is an HTTP endpoint for the HTTP sink tests: it counts every
@@ -32,6 +33,8 @@ type receiver struct {
 	// reading it), so that retries happen.
 	failEvery int
 	rng       *rand.Rand
+	// delay is how long each request takes (a slow receiver).
+	delay time.Duration
 }
 
 func newReceiver(t *testing.T, count int64) *receiver {
@@ -56,6 +59,9 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	if fail {
 		http.Error(w, "try again", http.StatusServiceUnavailable)
 		return
+	}
+	if r.delay > 0 {
+		time.Sleep(r.delay)
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
