@@ -43,9 +43,12 @@ const bulkFlushAt = minFlush
 // isBulk reports whether b's parts are written by bulk writers.
 func (w *Writer) isBulk(b *bucket) bool { return w.bulk != nil && !b.key.dl }
 
-// bulkSink is the io.Writer of one bulk part's BulkWriter: it appends to
-// the bucket's buffer (counted in bufCap); the Writer hands the buffer to
-// the I/O goroutine after the call into the BulkWriter returns.
+// bulkSink is the io.Writer of one bulk part's BulkWriter. Until the
+// part's file is open it appends to the bucket's buffer; afterwards it
+// fills the bucket's buffers (reserved like any bucket's, counted in
+// bufCap) and hands each full one to the I/O goroutine at once, so that a
+// row group's pages are written out while the encoder produces the rest
+// of them instead of piling up in one regrown slice.
 type bulkSink struct {
 	w *Writer
 	b *bucket
@@ -56,10 +59,24 @@ func (s bulkSink) Write(data []byte) (int, error) {
 	if s.b.part != s.p {
 		return 0, fmt.Errorf("filesink: the bulk writer of %s wrote after Close", s.p.target)
 	}
-	old := cap(s.b.buf)
-	s.b.buf = append(s.b.buf, data...)
-	s.w.bufCap += int64(cap(s.b.buf) - old)
-	return len(data), nil
+	w, b, total := s.w, s.b, len(data)
+	for {
+		if s.p.pw != nil && len(b.buf) > 0 && len(b.buf)+len(data) > cap(b.buf) {
+			if err := w.handOff(b); err != nil {
+				return total - len(data), err
+			}
+		}
+		w.reserve(b)
+		room := cap(b.buf) - len(b.buf)
+		if s.p.pw == nil || len(data) <= room {
+			old := cap(b.buf)
+			b.buf = append(b.buf, data...)
+			w.bufCap += int64(cap(b.buf) - old)
+			return total, nil
+		}
+		b.buf = append(b.buf, data[:room]...)
+		data = data[room:]
+	}
 }
 
 // writeBulk adds record to the bulk part of bucket key.
@@ -130,7 +147,9 @@ func (w *Writer) account(p *part) {
 // afterBulk hands the bytes b's bulk writer produced to the I/O goroutine
 // and keeps the total within the budget.
 func (w *Writer) afterBulk(ctx context.Context, b *bucket) error {
-	if len(b.buf) >= bulkFlushAt {
+	// The file is opened with the part's first row, so that bulkSink can
+	// hand the row groups' pages over as they come.
+	if len(b.buf) >= bulkFlushAt || (b.part != nil && b.part.pw == nil && b.part.rows > 0) {
 		if err := w.flush(ctx, b); err != nil {
 			return err
 		}

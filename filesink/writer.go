@@ -515,6 +515,12 @@ func (w *Writer) flush(ctx context.Context, b *bucket) error {
 		}
 		p.pw = pw
 	}
+	return w.handOff(b)
+}
+
+// handOff lends b's buffer to the I/O goroutine, which writes it to the
+// part's file; the part's file must be open. No I/O on this goroutine.
+func (w *Writer) handOff(b *bucket) error {
 	comp := w.comp
 	if b.key.dl {
 		comp = nil
@@ -522,9 +528,9 @@ func (w *Writer) flush(ctx context.Context, b *bucket) error {
 	buf := b.buf
 	w.bufCap -= int64(cap(buf)) // lent to the I/O goroutine; reserve takes it back
 	b.buf = nil
-	// Buffers of bulk parts are sized by the encoder's writes (a row
-	// group): not kept for reuse.
-	return w.io.submit(p, buf, comp, w.isBulk(b))
+	// A buffer a bulk writer grew past the largest size reserve hands out
+	// (its bytes before the file was open) is not kept for reuse.
+	return w.io.submit(b.part, buf, comp, w.isBulk(b) && cap(buf) > maxFlush)
 }
 
 // roll closes b's part for commit in the background; its committable is
