@@ -516,7 +516,9 @@ type state struct {
 // it too, so that the state holds no records). A nil error means every
 // record written before the call was acknowledged or is in the state. An
 // error means the sink failed (or ctx ended): the checkpoint must not be
-// recorded. With AtMostOnce it queues the open batch and returns at once.
+// recorded. With AtMostOnce it queues the open batch and returns at once,
+// except at a final checkpoint, which waits until every batch was sent or
+// dropped.
 func (s *Sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
 	start := time.Now()
 	defer func() { s.stats.PrepareNanos.Add(int64(time.Since(start))) }()
@@ -546,7 +548,10 @@ func (s *Sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Sn
 	if err != nil {
 		return committer.Snapshot{}, fmt.Errorf("%s: state: %w", s.name, err)
 	}
-	if s.cfg.guarantee == AtLeastOnce {
+	if s.cfg.guarantee == AtLeastOnce || final {
+		// AtMostOnce waits at a final checkpoint only, so that a clean
+		// end sends everything (failed batches are dropped, not waited
+		// for again).
 		if err := s.pend.wait(ctx, s.failed); err != nil {
 			if ferr := s.Err(); ferr != nil {
 				return committer.Snapshot{}, ferr

@@ -30,7 +30,9 @@
 //
 // [AtMostOnce]: Prepare closes the open batch and returns without waiting
 // for any acknowledgement, so the checkpoint records the source position
-// before the batches are sent (offsets first); a failed batch is logged,
+// before the batches are sent (offsets first; a final checkpoint waits
+// until every batch was sent or dropped, so that a clean end sends
+// everything); a failed batch is logged,
 // counted in [Stats].Dropped and dropped. A crash loses what was queued or
 // in flight, and nothing is ever sent twice by the sink (a Sender should
 // not retry in this mode).
