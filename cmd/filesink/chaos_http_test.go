@@ -50,11 +50,9 @@ func TestChaosKill9HTTP(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
-			rcv := newReceiver(t, count)
-			rcv.failEvery = c.failEvery
 			// A receiver that takes 2 ms per request keeps a job running for
 			// a few seconds, so that the kills land while records remain.
-			rcv.delay = 2 * time.Millisecond
+			rcv := newReceiver(t, count, c.failEvery, 2*time.Millisecond)
 			state := filepath.Join(t.TempDir(), "state")
 			args := append([]string{"run", "--source", fmt.Sprintf("gen://?count=%d&seed=%d", count, chaosGenSeed),
 				"--sink", rcv.srv.URL + "/ingest", "--state", state, "--checkpoint-interval", "100ms", "--progress", "off"}, c.args...)

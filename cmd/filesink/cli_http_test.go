@@ -80,7 +80,7 @@ func TestHTTPSinkRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rcv := newReceiver(t, count)
+			rcv := newReceiver(t, count, 0, 0)
 			args := append([]string{"run", "--source", fmt.Sprintf("gen://?count=%d", count), "--sink", rcv.srv.URL + "/ingest",
 				"--state", t.TempDir(), "--checkpoint-interval", "50ms", "--progress", "off"}, tc.args...)
 			mustRun(t, args...)

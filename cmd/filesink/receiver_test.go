@@ -30,16 +30,19 @@ type receiver struct {
 	requests int
 	problems []string
 	// failEvery > 0 answers 503 to about one request in failEvery (before
-	// reading it), so that retries happen.
+	// reading it), so that retries happen. Set before the server starts.
 	failEvery int
 	rng       *rand.Rand
 	// delay is how long each request takes (a slow receiver).
 	delay time.Duration
 }
 
-func newReceiver(t *testing.T, count int64) *receiver {
+// newReceiver starts a receiver of count generated records; it answers
+// 503 to about one request in failEvery (0: never) and takes delay per
+// request.
+func newReceiver(t *testing.T, count int64, failEvery int, delay time.Duration) *receiver {
 	r := &receiver{count: count, all: make([]int32, count), byKey: make([]int32, count), keys: map[string][32]byte{},
-		rng: rand.New(rand.NewPCG(1, 2))}
+		rng: rand.New(rand.NewPCG(1, 2)), failEvery: failEvery, delay: delay}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
 	return r
