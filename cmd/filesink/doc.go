@@ -1,6 +1,7 @@
 // Command filesink moves records from a replayable source (files, Kafka)
 // into part files, S3 objects or MySQL rows, exactly once, even when killed
-// at any instant.
+// at any instant; or to HTTP endpoints, at least once (with idempotency
+// keys) or at most once.
 //
 //	filesink run    --source URI --sink URI [flags]   run a job (resumes after a crash)
 //	filesink verify --sink URI [--state DIR]          check output against checkpoints

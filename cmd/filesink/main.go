@@ -13,7 +13,8 @@ import (
 )
 
 const usage = `filesink moves records from a replayable source (files, Kafka) into part files,
-S3 objects or MySQL rows, exactly once.
+S3 objects or MySQL rows, exactly once, or to an HTTP endpoint, at least once
+(with idempotency keys) or at most once.
 
 Usage:
   filesink run    --source URI --sink URI [flags]   run a job; after a crash, run it again to resume

@@ -114,7 +114,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	var f runFlags
 	fs := newFlagSet("run", runSynopsis, stderr)
 	fs.StringVar(&f.source, "source", "", "source `URI` (required): file://DIR, DIR, gen://?count=N, kafka://HOST:PORT/TOPIC, -")
-	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT, OUT, s3://BUCKET/PREFIX or mysql://USER:PASS@tcp(HOST:PORT)/DB")
+	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT, OUT, s3://BUCKET/PREFIX, mysql://USER:PASS@tcp(HOST:PORT)/DB or http(s)://HOST:PORT/PATH")
 	fs.StringVar(&f.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink, s3://BUCKET/PREFIX/_filesink; required with a mysql:// sink)")
 	fs.BoolVar(&f.bounded, "bounded", false, "Kafka: stop at the end offsets seen at the first start, then exit 0 (same as bounded=true in the URI)")
 	fs.StringVar(&f.start, "start", "", "Kafka: first-run start `POS`: earliest (default), latest, or a time (RFC 3339 or Unix ms); same as start= in the URI")
@@ -332,6 +332,20 @@ func (j *job) openMySQL(ctx context.Context, f *runFlags, log *slog.Logger) erro
 	return nil
 }
 
+// denseOrigins reports whether the source numbers every input's records
+// without gaps, and from which number: the generator's ids from 0, the
+// lines of files and stdin from 1. Kafka offsets have gaps (transaction
+// markers, aborted records, compaction).
+func denseOrigins(src string) (int64, bool) {
+	switch {
+	case isKafka(src):
+		return 0, false
+	case strings.HasPrefix(src, "gen://"):
+		return 0, true
+	}
+	return 1, true
+}
+
 // common sets what every job has: the source and the checkpoint settings.
 func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[string]bool) error {
 	srcURI := f.source
@@ -476,6 +490,9 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		}
 		if dl != nil {
 			opts = append(opts, filesink.WithDeadLetter(dl))
+		}
+		if start, ok := denseOrigins(f.source); ok {
+			opts = append(opts, filesink.WithDenseOrigins(start))
 		}
 		w, err := filesink.New(be, i, opts...)
 		if err != nil {
