@@ -332,20 +332,6 @@ func (j *job) openMySQL(ctx context.Context, f *runFlags, log *slog.Logger) erro
 	return nil
 }
 
-// denseOrigins reports whether the source numbers every input's records
-// without gaps, and from which number: the generator's ids from 0, the
-// lines of files and stdin from 1. Kafka offsets have gaps (transaction
-// markers, aborted records, compaction).
-func denseOrigins(src string) (int64, bool) {
-	switch {
-	case isKafka(src):
-		return 0, false
-	case strings.HasPrefix(src, "gen://"):
-		return 0, true
-	}
-	return 1, true
-}
-
 // common sets what every job has: the source and the checkpoint settings.
 func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[string]bool) error {
 	srcURI := f.source
@@ -490,9 +476,6 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		}
 		if dl != nil {
 			opts = append(opts, filesink.WithDeadLetter(dl))
-		}
-		if start, ok := denseOrigins(f.source); ok {
-			opts = append(opts, filesink.WithDenseOrigins(start))
 		}
 		w, err := filesink.New(be, i, opts...)
 		if err != nil {
