@@ -3,6 +3,7 @@ package committer
 import (
 	"context"
 	"encoding/json"
+	"io"
 
 	"github.com/filesink/filesink/recovery"
 )
@@ -137,6 +138,55 @@ type Auditor interface {
 	// them) and every problem seen regardless of checkpoints, such as
 	// staging data visible as finished output.
 	Scan(ctx context.Context) (staging []string, problems []string, err error)
+}
+
+// MetaDir is the hidden directory of an output (beside its finished
+// files) that holds the sink's metadata: MetaStore names are relative to
+// it, and its "manifests" subdirectory holds the commit manifests.
+const MetaDir = "_filesink"
+
+// MetaStore is implemented by backends that keep small metadata objects
+// (commit manifests) in their output's MetaDir. Safe for concurrent use.
+type MetaStore interface {
+	// PutMeta publishes data as name (slash-separated, relative to
+	// MetaDir) atomically and at most once. A nil error means the object
+	// is durable and holds exactly data, whether this call wrote it or it
+	// was already there with the same bytes; if it exists with other
+	// bytes, the error matches ErrAlreadyExists and nothing is changed.
+	PutMeta(ctx context.Context, name string, data []byte) error
+	// GetMeta returns the bytes of name; an error matching fs.ErrNotExist
+	// if there is no such object.
+	GetMeta(ctx context.Context, name string) ([]byte, error)
+	// ListMeta returns the names of the objects directly in dir (relative
+	// to MetaDir), sorted; none if dir does not exist.
+	ListMeta(ctx context.Context, dir string) ([]string, error)
+	// MetaLocation names where name is stored, for messages.
+	MetaLocation(name string) string
+}
+
+// FileLister is implemented by backends whose finished output can be
+// listed and read back (the verify command's auditor). Safe for
+// concurrent use.
+type FileLister interface {
+	// ListFiles calls fn with the target and size of every visible file
+	// of the output: hidden names (starting with "_" or ".", at any level,
+	// where staging and metadata live) are not visited.
+	ListFiles(ctx context.Context, fn func(target string, size int64) error) error
+	// OpenFile opens the finished file target for reading.
+	OpenFile(ctx context.Context, target string) (io.ReadCloser, error)
+	// FileLocation names target as a user would find it (a path or URL).
+	FileLocation(target string) string
+}
+
+// CheckpointCommitter is implemented by participants that publish
+// something per checkpoint once all of the checkpoint's committables are
+// published (the file sink's commit manifest). The coordinator calls
+// CommittedCheckpoint in phase 2, and again when recovery re-commits, with
+// the participant's committables of checkpoint id in their order; only
+// for checkpoints with at least one committable. It must be idempotent:
+// a nil error means what it publishes is durable.
+type CheckpointCommitter interface {
+	CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error
 }
 
 // Limited is implemented by part writers that cannot grow without bound

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/filesink/filesink/recovery"
@@ -33,7 +34,8 @@ func WithRetry(attempts int, base time.Duration) Option {
 
 // WithHook installs a function called at each named point of the protocol
 // ("prepared:NAME", "phase1", "decided", "committed:N" after the n-th commit of
-// a phase 2, "phase2", "pruned", and the same with prefix "recover:" during
+// a phase 2, "checkpoint-committed:NAME" after a CheckpointCommitter's call,
+// "phase2", "pruned", and the same with prefix "recover:" during
 // recovery). A non-nil error from the hook stops the coordinator there, as a
 // crash at that instant would; tests use it to crash at every point.
 func WithHook(h func(point string) error) Option { return func(c *Coordinator) { c.hook = h } }
@@ -336,7 +338,11 @@ func (c *Coordinator) Checkpoint(ctx context.Context, source json.RawMessage, fi
 }
 
 func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) error {
-	n := 0
+	// Committables leave c.pending only once their whole checkpoint is
+	// published, CheckpointCommitter calls included: after a failure the
+	// checkpoint's committables are committed again (a no-op for those
+	// already published) so that its CommittedCheckpoint calls are made.
+	n, group := 0, 0
 	for n < len(c.pending) && c.pending[n].checkpoint <= upTo {
 		pc := c.pending[n]
 		p := c.parts[pc.part]
@@ -345,13 +351,20 @@ func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) err
 			if !errors.As(err, &ce) {
 				err = &CommitError{Checkpoint: pc.checkpoint, Participant: p.Name(), Target: string(pc.data), Err: err}
 			}
-			c.pending = c.pending[n:]
+			c.pending = c.pending[group:]
 			return err
 		}
 		n++
 		if err := c.at(fmt.Sprintf("%scommitted:%d", phase, n)); err != nil {
-			c.pending = c.pending[n:]
+			c.pending = c.pending[group:]
 			return err
+		}
+		if n == len(c.pending) || c.pending[n].checkpoint != pc.checkpoint || c.pending[n].checkpoint > upTo {
+			if err := c.committedCheckpoint(ctx, c.pending[group:n], phase); err != nil {
+				c.pending = c.pending[group:]
+				return err
+			}
+			group = n
 		}
 	}
 	c.pending = c.pending[n:]
@@ -375,6 +388,35 @@ func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) err
 			}
 		}
 		return c.at("swept")
+	}
+	return nil
+}
+
+// committedCheckpoint calls CommittedCheckpoint of every participant that
+// implements it with its committables in done, all of one checkpoint, in
+// participant order.
+func (c *Coordinator) committedCheckpoint(ctx context.Context, done []pending, phase string) error {
+	for i, p := range c.parts {
+		cc, ok := p.(CheckpointCommitter)
+		if !ok {
+			continue
+		}
+		var data []json.RawMessage
+		for _, pc := range done {
+			if pc.part == i {
+				data = append(data, pc.data)
+			}
+		}
+		if len(data) == 0 {
+			continue
+		}
+		id := done[0].checkpoint
+		if err := c.retry(ctx, func() error { return cc.CommittedCheckpoint(ctx, id, data) }); err != nil {
+			return &CommitError{Checkpoint: id, Participant: p.Name(), Target: "checkpoint " + strconv.FormatUint(id, 10), Err: err}
+		}
+		if err := c.at(phase + "checkpoint-committed:" + p.Name()); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -57,9 +57,9 @@ func (q *ioQueue) run(jobs <-chan ioJob, back chan<- []byte) {
 		if q.error() == nil {
 			var err error
 			if j.comp != nil {
-				err = j.comp.Frame(j.p.pw, j.buf)
+				err = j.comp.Frame(j.p, j.buf)
 			} else {
-				_, err = j.p.pw.Write(j.buf)
+				_, err = j.p.Write(j.buf)
 			}
 			if err != nil {
 				q.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"path"
 	"slices"
@@ -76,6 +77,12 @@ func WithRunID(id string) Option { return func(w *Writer) { w.runID = id } }
 // same protocol (exactly once) instead of failing the write.
 func WithDeadLetter(dl committer.Backend) Option { return func(w *Writer) { w.dl = dl } }
 
+// WithDenseOrigins tells the writer that every input of its source numbers
+// its records without gaps from start (source.Origin.Num: the lines of a
+// file from 1, the generator's ids from 0; not Kafka offsets). The commit
+// manifests say so, and the auditor then also reports lost numbers.
+func WithDenseOrigins(start int64) Option { return func(w *Writer) { w.dense = &start } }
+
 // Stats are running totals of a Writer, safe to read concurrently.
 type Stats struct {
 	Records    atomic.Int64 // records accepted
@@ -109,6 +116,7 @@ type Writer struct {
 	now     func() time.Time
 	log     *slog.Logger
 	runID   string
+	dense   *int64 // WithDenseOrigins
 
 	ext      string
 	buckets  map[bucketKey]*bucket
@@ -155,6 +163,16 @@ type part struct {
 	bulk BulkWriter // nil once closed
 	rows int64      // records added to bulk
 	held int64      // bulk.Buffered() after the last call into bulk
+
+	stats partStats // for the manifest and the checkpoint
+}
+
+// Write writes p to the part's file, keeping the CRC-32C of its bytes.
+// Called by the I/O goroutine only.
+func (p *part) Write(b []byte) (int, error) {
+	n, err := p.pw.Write(b)
+	p.stats.crc = crc32.Update(p.stats.crc, castagnoli, b[:n])
+	return n, err
 }
 
 // entry is the element of the state and the committable envelope.
@@ -162,6 +180,9 @@ type entry struct {
 	DeadLetter bool            `json:"dead_letter,omitempty"`
 	Bucket     string          `json:"bucket"`
 	Part       json.RawMessage `json:"part"`
+	// Stats are the part's figures when it was persisted (state) or
+	// closed (committable); absent in checkpoints of older versions.
+	Stats *PartStats `json:"stats,omitempty"`
 }
 
 type state struct {
@@ -244,7 +265,7 @@ func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin)
 	if w.bulk != nil {
 		return w.writeBulk(ctx, bucketKey{path: bpath}, record, origin, now)
 	}
-	n, err := w.encode(ctx, bucketKey{path: bpath}, record, now)
+	n, err := w.encode(ctx, bucketKey{path: bpath}, record, origin, now)
 	if err != nil {
 		var eerr encodeError
 		if errors.As(err, &eerr) {
@@ -265,7 +286,7 @@ func (e encodeError) Error() string { return e.err.Error() }
 // encode adds record to the bucket key, encoding it in place after the
 // bytes already buffered there (no copy) when the bucket has an open part.
 // It returns the encoded size.
-func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, now time.Time) (int, error) {
+func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, origin source.Origin, now time.Time) (int, error) {
 	b := w.buckets[key]
 	if b == nil || b.part == nil {
 		var err error
@@ -273,7 +294,7 @@ func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, now t
 		if err != nil {
 			return 0, encodeError{err}
 		}
-		return len(w.scratch), w.add(ctx, key, w.scratch, w.enc.Header(), now)
+		return len(w.scratch), w.add(ctx, key, w.scratch, w.enc.Header(), origin, now)
 	}
 	w.reserve(b)
 	n0, oldCap := len(b.buf), cap(b.buf)
@@ -292,9 +313,10 @@ func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, now t
 		if err := w.roll(ctx, b); err != nil {
 			return 0, err
 		}
-		return n, w.add(ctx, key, w.scratch, w.enc.Header(), now)
+		return n, w.add(ctx, key, w.scratch, w.enc.Header(), origin, now)
 	}
 	b.part.lastWrite = now
+	b.part.stats.note(origin, w.dense)
 	return n, w.afterAppend(ctx, b)
 }
 
@@ -320,10 +342,10 @@ func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, c
 	}
 	w.log.Warn("bad record sent to the dead-letter output", "origin", origin, "err", cause)
 	w.stats.BadRecords.Add(1)
-	return w.add(ctx, bucketKey{dl: true}, append(line, '\n'), nil, now)
+	return w.add(ctx, bucketKey{dl: true}, append(line, '\n'), nil, origin, now)
 }
 
-func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, now time.Time) error {
+func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, origin source.Origin, now time.Time) error {
 	b := w.buckets[key]
 	if b == nil {
 		b = &bucket{key: key}
@@ -346,11 +368,13 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, no
 		name := fmt.Sprintf("%s%s-%d%s", w.namespace(), w.runID, w.counter, ext)
 		w.counter++
 		b.part = &part{target: path.Join(key.path, name), created: now}
-		if !key.dl {
+		if !key.dl && len(header) > 0 {
 			b.buf = append(b.buf, header...)
+			b.part.stats.header = true
 		}
 	}
 	b.part.lastWrite = now
+	b.part.stats.note(origin, w.dense)
 	b.buf = append(b.buf, data...)
 	w.bufCap += int64(cap(b.buf) - oldCap)
 	return w.afterAppend(ctx, b)
@@ -560,6 +584,7 @@ func (w *Writer) roll(ctx context.Context, b *bucket) error {
 // become durable.
 type closing struct {
 	key     bucketKey
+	stats   *PartStats
 	done    chan struct{}
 	pending json.RawMessage // set before done is closed, with err
 	err     error
@@ -571,7 +596,7 @@ type closing struct {
 func (w *Writer) closeInBackground(ctx context.Context, b *bucket) {
 	p := b.part
 	b.part = nil
-	c := &closing{key: b.key, done: make(chan struct{})}
+	c := &closing{key: b.key, stats: p.stats.snapshot(p.pw.Size()), done: make(chan struct{})}
 	w.rolled = append(w.rolled, c)
 	go func() {
 		defer close(c.done)
@@ -597,7 +622,7 @@ func (c *closing) committable(ctx context.Context) (json.RawMessage, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	return json.Marshal(entry{DeadLetter: c.key.dl, Bucket: c.key.path, Part: c.pending})
+	return json.Marshal(entry{DeadLetter: c.key.dl, Bucket: c.key.path, Part: c.pending, Stats: c.stats})
 }
 
 // awaitClosing waits for every part closing in the background, ignoring
@@ -728,7 +753,7 @@ func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(
 		return nil, err
 	}
 	for _, j := range jobs {
-		j.entry = entry{DeadLetter: j.b.key.dl, Bucket: j.b.key.path}
+		j.entry = entry{DeadLetter: j.b.key.dl, Bucket: j.b.key.path, Stats: j.p.stats.snapshot(j.size)}
 	}
 	rolled := w.rolled
 	w.rolled = nil
@@ -866,7 +891,11 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 			return err
 		}
 		key := bucketKey{dl: e.DeadLetter, path: e.Bucket}
-		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part}
+		stats, err := restoreStats(e.Stats)
+		if err != nil {
+			return fmt.Errorf("filesink: bad figures of %s in the checkpoint: %w", target, err)
+		}
+		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part, stats: stats}
 		p.written.Store(pw.Size())
 		if l, ok := pw.(committer.Limited); ok && l.MustRoll() {
 			p.full.Store(true)

@@ -132,6 +132,16 @@ func (s *subtask) Commit(ctx context.Context, c json.RawMessage) error {
 	return s.call(func() error { return s.sink.Commit(ctx, c) })
 }
 
+// CommittedCheckpoint forwards to a sink that is a
+// committer.CheckpointCommitter (whose method must be safe for concurrent
+// use: it is called from the committing goroutine, beside the batches).
+func (s *subtask) CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error {
+	if cc, ok := s.sink.(committer.CheckpointCommitter); ok {
+		return cc.CommittedCheckpoint(ctx, id, committables)
+	}
+	return nil
+}
+
 func (s *subtask) Restore(ctx context.Context, state json.RawMessage) error {
 	return s.call(func() error { return s.sink.Restore(ctx, state) })
 }

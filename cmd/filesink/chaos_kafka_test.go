@@ -516,7 +516,7 @@ func TestChaosKill9KafkaFiles(t *testing.T) {
 	if len(s.staging) > 0 || len(s.hidden) > 0 {
 		t.Errorf("staging files left after a clean run: %v %v", s.staging, s.hidden)
 	}
-	if vout, err := exec.Command(bin, "verify", "--sink", out).CombinedOutput(); err != nil {
+	if vout, err := exec.Command(bin, "verify", "--deep", "--sink", out).CombinedOutput(); err != nil {
 		t.Errorf("filesink verify: %v\n%s", err, vout)
 	}
 	before := snapshot(t, out)

@@ -227,7 +227,7 @@ func s3HiddenKey(rel string) bool {
 }
 
 var (
-	s3RecordName  = regexp.MustCompile(`^_filesink/ckpt-[0-9]{20}$`)
+	s3RecordName  = regexp.MustCompile(`^_filesink/(ckpt-[0-9]{20}|manifests/[0-9]{20}-[a-z]+-[0-9]+\.json)$`)
 	s3NoUploads   = regexp.MustCompile(`(?m)^0 upload\(s\)$`)
 	s3StagingName = regexp.MustCompile(`^` + s3sink.StagingDir + `/(.+/)?\.[^/]+(\.upload|\.tail-[0-9a-f]{16})$`)
 )
@@ -439,7 +439,7 @@ func stagingTarget(rel string) string {
 func (c *s3Chaos) checkClean(when string) {
 	t := c.t
 	t.Helper()
-	if out, err := c.cli("verify", "--sink", c.sink); err != nil {
+	if out, err := c.cli("verify", "--deep", "--sink", c.sink); err != nil {
 		t.Errorf("%s: filesink verify --sink %s: %v\n%s", when, c.sink, err, lastLines(out, 20))
 	}
 	out, err := c.cli("uploads", "list", "--sink", c.sink)

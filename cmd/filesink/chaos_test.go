@@ -516,7 +516,7 @@ runs:
 		t.Errorf("no output files")
 	}
 
-	vcmd := exec.Command(bin, "verify", "--sink", out)
+	vcmd := exec.Command(bin, "verify", "--deep", "--sink", out)
 	vout, err := vcmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("filesink verify --sink OUT: %v\n%s", err, vout)

@@ -495,8 +495,16 @@ func TestVerifyDetects(t *testing.T) {
 				vs = append(vs, l)
 			}
 		}
-		if len(vs) != len(want) {
-			t.Errorf("verify: want %d violation line(s), got %d: %v", len(want), len(vs), r)
+		// Each problem is seen by the manifest audit and, with the
+		// checkpoint store there, by the check against the records.
+		for _, v := range vs {
+			named := false
+			for _, w := range want {
+				named = named || strings.Contains(v, w)
+			}
+			if !named {
+				t.Errorf("verify: violation line names none of %v: %s", want, v)
+			}
 		}
 		for _, w := range want {
 			found := false

@@ -332,6 +332,14 @@ func (j *job) openMySQL(ctx context.Context, f *runFlags, log *slog.Logger) erro
 	return nil
 }
 
+// denseOrigins reports whether the source numbers its records without
+// gaps, and from which number: the generator's ids, from 0. Line numbers
+// of files and stdin skip blank lines, and Kafka offsets skip transaction
+// markers and aborted records.
+func denseOrigins(src string) (int64, bool) {
+	return 0, strings.HasPrefix(src, "gen://")
+}
+
 // common sets what every job has: the source and the checkpoint settings.
 func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[string]bool) error {
 	srcURI := f.source
@@ -476,6 +484,9 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		}
 		if dl != nil {
 			opts = append(opts, filesink.WithDeadLetter(dl))
+		}
+		if start, ok := denseOrigins(f.source); ok {
+			opts = append(opts, filesink.WithDenseOrigins(start))
 		}
 		w, err := filesink.New(be, i, opts...)
 		if err != nil {

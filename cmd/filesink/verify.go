@@ -1,25 +1,46 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/parquet/file"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/recovery"
 )
 
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("verify", `--sink URI [--state DIR]
+	fs := newFlagSet("verify", `--sink URI [--state DIR] [--deep]
 
-Checks the output against the retained checkpoint records: every committed
+Audits the output from its files and commit manifests (OUT/_filesink/manifests):
+every visible file is listed in exactly one manifest with its size and
+CRC-32C, no listed file is missing, and the source ranges of all manifests
+have no overlap (a duplicate) and, for files, stdin and the generator, no
+gap (a loss). --deep also re-reads every file and recounts its records.
+
+When the checkpoint store is there (--state, default OUT/_filesink), also
+checks the output against the retained checkpoint records: every committed
 part file is present with its recorded length, no staging file is visible as
-output, and no orphaned in-progress file of this sink is left. Prints every
-violation; exits 1 if there is any.`, stderr)
+output, and no orphaned in-progress file of this sink is left.
+
+Prints every violation with the file, manifest or range concerned; exits 1
+if there is any.`, stderr)
 	sink := fs.String("sink", "", "sink `URI` (required): file://OUT, OUT or s3://BUCKET/PREFIX")
-	state := fs.String("state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink)")
+	state := fs.String("state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink; optional)")
 	prefix := fs.String("prefix", "part", "part file name prefix of the sink")
+	deep := fs.Bool("deep", false, "re-read every file and recount its records (parses Parquet and Arrow footers, decompresses gzip and zstd)")
+	noManifests := fs.Bool("no-manifests", false, "skip the manifest audit (output written before filesink kept manifests)")
 	var s3f s3Flags
 	s3f.register(fs, false)
 	if err := parseFlags(fs, args); err != nil {
@@ -35,26 +56,135 @@ violation; exits 1 if there is any.`, stderr)
 	if err != nil {
 		return err
 	}
+	var vs []recovery.Violation
+	var notes []string
+	if !*noManifests {
+		a := filesink.Auditor{Output: t.backend, DeadLetter: t.dead}
+		if *deep {
+			a.Count = countRecords
+		}
+		mv, err := a.Audit(ctx)
+		if err != nil {
+			return err
+		}
+		vs = append(vs, mv...)
+		notes = append(notes, "manifests")
+	}
 	stateURI := *state
 	if stateURI == "" {
 		stateURI = t.stateURI
 	}
 	store, err := openStore(ctx, stateURI, &s3f, t.client, false)
-	if err != nil {
-		return err
+	var ids []uint64
+	if err == nil {
+		ids, err = store.List(ctx)
 	}
-	chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: *prefix}
-	vs, err := recovery.Verify(ctx, store, chk)
+	switch {
+	case err == nil && len(ids) > 0:
+		chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: *prefix}
+		sv, err := recovery.Verify(ctx, store, chk)
+		if err != nil {
+			return err
+		}
+		vs = append(vs, sv...)
+		notes = append(notes, fmt.Sprintf("%d checkpoint record(s) in %s", len(ids), store.Location()))
+	case err != nil && *state != "":
+		return err
+	case *noManifests:
+		return fmt.Errorf("verify: no checkpoint record in %s and --no-manifests: nothing to check against", stateURI)
+	}
 	for _, v := range vs {
 		fmt.Fprintln(stdout, "VIOLATION", v)
-	}
-	if err != nil {
-		return err
 	}
 	if len(vs) > 0 {
 		return exitError{code: 1, msg: fmt.Sprintf("verify: %d violation(s) in %s", len(vs), *sink)}
 	}
-	ids, _ := store.List(ctx)
-	fmt.Fprintf(stdout, "OK: %s is consistent with %d checkpoint record(s) in %s\n", *sink, len(ids), store.Location())
+	fmt.Fprintf(stdout, "OK: %s is consistent with its %s\n", *sink, strings.Join(notes, " and "))
 	return nil
+}
+
+// countRecords counts the records of a published file by its name: lines
+// of JSON lines and text (decompressed for .gz and .zst), CSV records less
+// the header row, rows of Parquet and Arrow IPC files.
+func countRecords(f *filesink.ManifestFile, r io.Reader) (int64, error) {
+	name := f.Path
+	switch {
+	case strings.HasSuffix(name, ".gz"):
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return 0, err
+		}
+		defer zr.Close()
+		r, name = zr, strings.TrimSuffix(name, ".gz")
+	case strings.HasSuffix(name, ".zst"):
+		zr, err := zstd.NewReader(r)
+		if err != nil {
+			return 0, err
+		}
+		defer zr.Close()
+		r, name = zr, strings.TrimSuffix(name, ".zst")
+	}
+	switch {
+	case strings.HasSuffix(name, ".parquet"):
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return 0, err
+		}
+		pr, err := file.NewParquetReader(bytes.NewReader(data))
+		if err != nil {
+			return 0, err
+		}
+		defer pr.Close()
+		return pr.NumRows(), nil
+	case strings.HasSuffix(name, ".arrow"):
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return 0, err
+		}
+		fr, err := ipc.NewFileReader(bytes.NewReader(data))
+		if err != nil {
+			return 0, err
+		}
+		defer fr.Close()
+		var n int64
+		for i := 0; i < fr.NumRecords(); i++ {
+			rec, err := fr.Record(i)
+			if err != nil {
+				return 0, err
+			}
+			n += rec.NumRows()
+		}
+		return n, nil
+	case strings.HasSuffix(name, ".csv"):
+		cr := csv.NewReader(bufio.NewReaderSize(r, 1<<20))
+		cr.FieldsPerRecord = -1
+		cr.ReuseRecord = true
+		var n int64
+		for {
+			_, err := cr.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return 0, err
+			}
+			n++
+		}
+		if f.Header && n > 0 {
+			n--
+		}
+		return n, nil
+	}
+	var n int64
+	buf := make([]byte, 1<<20)
+	for {
+		k, err := r.Read(buf)
+		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }

@@ -1,0 +1,148 @@
+package localfs
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/internal/vfs"
+)
+
+var (
+	_ committer.MetaStore  = (*Backend)(nil)
+	_ committer.FileLister = (*Backend)(nil)
+)
+
+func (b *Backend) metaPath(name string) (string, error) {
+	clean := path.Clean(name)
+	if name == "" || clean != name || path.IsAbs(name) || clean == "." || strings.HasPrefix(clean, "../") || clean == ".." {
+		return "", fmt.Errorf("localfs: invalid metadata name %q", name)
+	}
+	return filepath.Join(b.root, committer.MetaDir, filepath.FromSlash(name)), nil
+}
+
+// MetaLocation implements committer.MetaStore.
+func (b *Backend) MetaLocation(name string) string {
+	return filepath.Join(b.root, committer.MetaDir, filepath.FromSlash(name))
+}
+
+// PutMeta implements committer.MetaStore: a temporary file beside the
+// target, fsync, no-replace rename, directory fsync (the directories are
+// made durable first). An existing object is compared byte for byte.
+func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	full, err := b.metaPath(name)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(full)
+	if err := vfs.MkdirAllSync(b.fs, dir); err != nil {
+		return fmt.Errorf("localfs: metadata directory %s: %w", dir, err)
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(rnd[:])+"-"+filepath.Base(full))
+	if err := vfs.WriteFileSync(b.fs, tmp, data); err != nil {
+		_ = b.fs.Remove(tmp)
+		return fmt.Errorf("localfs: write %s: %w", full, err)
+	}
+	err = b.fs.RenameNoReplace(tmp, full)
+	if err != nil {
+		_ = b.fs.Remove(tmp)
+		if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("localfs: publish %s: %w", full, err)
+		}
+		have, rerr := vfs.ReadFile(b.fs, full)
+		if rerr != nil {
+			return fmt.Errorf("localfs: publish %s: it exists and cannot be read: %w", full, rerr)
+		}
+		if !bytes.Equal(have, data) {
+			return fmt.Errorf("localfs: publish %s: it exists with other content: %w", full, committer.ErrAlreadyExists)
+		}
+	}
+	// Also after finding the object: the process that renamed it may have
+	// died before this fsync.
+	if err := b.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("localfs: publish %s: %w", full, err)
+	}
+	return nil
+}
+
+// GetMeta implements committer.MetaStore.
+func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	full, err := b.metaPath(name)
+	if err != nil {
+		return nil, err
+	}
+	return vfs.ReadFile(b.fs, full)
+}
+
+// ListMeta implements committer.MetaStore; names starting with "." (the
+// temporary files of interrupted puts) are not listed.
+func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	full, err := b.metaPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := b.fs.ReadDir(full)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("localfs: list %s: %w", full, err)
+	}
+	var names []string
+	for _, e := range ents {
+		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, path.Join(dir, e.Name()))
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// ListFiles implements committer.FileLister.
+func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int64) error) error {
+	return b.Walk(ctx, func(rel string, e fs.DirEntry) error {
+		if n := e.Name(); n[0] == '_' || n[0] == '.' {
+			return nil
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		return fn(rel, fi.Size())
+	})
+}
+
+// OpenFile implements committer.FileLister.
+func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkTarget(target); err != nil {
+		return nil, err
+	}
+	return b.fs.Open(b.abs(target))
+}
+
+// FileLocation implements committer.FileLister.
+func (b *Backend) FileLocation(target string) string { return b.abs(target) }

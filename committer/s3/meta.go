@@ -1,0 +1,173 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/filesink/filesink/committer"
+)
+
+var (
+	_ committer.MetaStore  = (*Backend)(nil)
+	_ committer.FileLister = (*Backend)(nil)
+)
+
+// metaKey is the object key of a metadata name.
+func (b *Backend) metaKey(name string) (string, error) {
+	clean := path.Clean(name)
+	if name == "" || clean != name || path.IsAbs(name) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("s3: invalid metadata name %q", name)
+	}
+	return b.key(committer.MetaDir + "/" + name), nil
+}
+
+// MetaLocation implements committer.MetaStore.
+func (b *Backend) MetaLocation(name string) string { return b.url(committer.MetaDir + "/" + name) }
+
+// PutMeta implements committer.MetaStore: a PutObject with If-None-Match:
+// * (a HEAD first on a store without conditional writes); an existing
+// object is read back and compared.
+func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
+	key, err := b.metaKey(name)
+	if err != nil {
+		return err
+	}
+	exists := func() error {
+		have, gerr := b.getSmall(ctx, key)
+		if gerr != nil {
+			return fmt.Errorf("s3: publish %s: it exists and cannot be read: %w", b.objURL(key), gerr)
+		}
+		if !bytes.Equal(have, data) {
+			return fmt.Errorf("s3: publish %s: it exists with other content: %w", b.objURL(key), committer.ErrAlreadyExists)
+		}
+		return nil
+	}
+	put := func(cond bool) error {
+		in := &s3api.PutObjectInput{
+			Bucket: &b.bucket, Key: &key, Body: bytes.NewReader(data),
+			ContentLength: aws.Int64(int64(len(data))), ContentType: aws.String("application/json"),
+			ServerSideEncryption: b.o.sseType(), SSEKMSKeyId: b.o.kmsKey(),
+		}
+		if cond {
+			in.IfNoneMatch = aws.String("*")
+		}
+		if b.o.checksums {
+			in.ChecksumCRC32 = crcBase64(crc32.ChecksumIEEE(data))
+		}
+		_, err := b.client.PutObject(ctx, in, b.call())
+		return err
+	}
+	if b.noCondPut.Load() {
+		_, err := b.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &b.bucket, Key: &key}, b.call())
+		if err == nil {
+			return exists()
+		}
+		if !isNotFound(err) {
+			return fmt.Errorf("s3: publish %s: %w", b.objURL(key), err)
+		}
+		if err := put(false); err != nil {
+			return fmt.Errorf("s3: publish %s: %w", b.objURL(key), err)
+		}
+		return nil
+	}
+	switch err := put(true); {
+	case err == nil:
+		return nil
+	case isNotImplemented(err):
+		b.noCondPut.Store(true)
+		b.o.log.Warn("s3: the store does not support If-None-Match on PutObject; checking with HEAD first", "bucket", b.bucket)
+		return b.PutMeta(ctx, name, data)
+	case isPreconditionFailed(err):
+		return exists()
+	default:
+		return fmt.Errorf("s3: publish %s: %w", b.objURL(key), err)
+	}
+}
+
+// GetMeta implements committer.MetaStore.
+func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
+	key, err := b.metaKey(name)
+	if err != nil {
+		return nil, err
+	}
+	out, err := b.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &b.bucket, Key: &key}, b.call())
+	if isNotFound(err) {
+		return nil, fmt.Errorf("s3: %s: %w", b.objURL(key), fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("s3: read %s: %w", b.objURL(key), err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, fmt.Errorf("s3: read %s: %w", b.objURL(key), err)
+	}
+	return data, nil
+}
+
+// ListMeta implements committer.MetaStore.
+func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
+	key, err := b.metaKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	p := s3api.NewListObjectsV2Paginator(b.client, &s3api.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(key + "/"), Delimiter: aws.String("/")})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx, b.call())
+		if err != nil {
+			return nil, fmt.Errorf("s3: list %s: %w", b.objURL(key+"/"), err)
+		}
+		for _, o := range out.Contents {
+			names = append(names, dir+"/"+strings.TrimPrefix(aws.ToString(o.Key), key+"/"))
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// ListFiles implements committer.FileLister: every object under the
+// prefix whose path has no component starting with "_" or "." (staging,
+// metadata and the checkpoint store live under such names).
+func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int64) error) error {
+	prefix := b.key("")
+	if prefix != "" {
+		prefix += "/"
+	}
+	return b.listObjects(ctx, prefix, func(o s3types.Object) error {
+		rel := strings.TrimPrefix(aws.ToString(o.Key), prefix)
+		for _, c := range strings.Split(rel, "/") {
+			if c == "" || c[0] == '_' || c[0] == '.' {
+				return nil
+			}
+		}
+		return fn(rel, aws.ToInt64(o.Size))
+	})
+}
+
+// OpenFile implements committer.FileLister.
+func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, error) {
+	key := b.key(target)
+	out, err := b.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &b.bucket, Key: &key}, b.call())
+	if isNotFound(err) {
+		return nil, fmt.Errorf("s3: %s: %w", b.objURL(key), fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("s3: read %s: %w", b.objURL(key), err)
+	}
+	return out.Body, nil
+}
+
+// FileLocation implements committer.FileLister.
+func (b *Backend) FileLocation(target string) string { return b.url(target) }
