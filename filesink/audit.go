@@ -252,4 +252,3 @@ func auditSources(manifests []*Manifest, location func(fileKey) string) []recove
 	}
 	return out
 }
-
