@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/filesink/filesink/filesink"
 )
 
 // CLI tests: runMain in process.
@@ -538,6 +540,70 @@ func TestVerifyDetects(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, out, part)
+	})
+	// The manifest audit (issue 7) also catches what the checkpoint
+	// records cannot see.
+	manifests := func(t *testing.T, out string) []string {
+		names, err := filepath.Glob(filepath.Join(out, "_filesink", "manifests", "*.json"))
+		if err != nil || len(names) == 0 {
+			t.Fatalf("no manifest in %s: %v", out, err)
+		}
+		return names
+	}
+	t.Run("copied", func(t *testing.T) {
+		t.Parallel()
+		out, part := setup(t)
+		data, err := os.ReadFile(filepath.Join(out, part))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "copy-of-part.jsonl"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		check(t, out, "copy-of-part.jsonl")
+	})
+	t.Run("changed content", func(t *testing.T) {
+		t.Parallel()
+		out, part := setup(t)
+		name := filepath.Join(out, part)
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[10] ^= 1 // same size
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		check(t, out, part+": CRC-32C")
+	})
+	t.Run("manifest deleted", func(t *testing.T) {
+		t.Parallel()
+		out, part := setup(t)
+		for _, m := range manifests(t, out) {
+			if err := os.Remove(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(t, out, part+": not listed in any manifest", "no commit manifest")
+	})
+	t.Run("overlapping manifests", func(t *testing.T) {
+		t.Parallel()
+		out, _ := setup(t)
+		// A second manifest claims the same source records for another file.
+		data, err := os.ReadFile(manifests(t, out)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m filesink.Manifest
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		m.Checkpoint, m.Writer, m.Files[0].Path = 99, "part-7", "ghost.jsonl"
+		data, _ = json.Marshal(m)
+		if err := os.WriteFile(filepath.Join(out, "_filesink", "manifests", "00000000000000000099-part-7.json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		check(t, out, "ghost.jsonl", "duplicated")
 	})
 }
 
