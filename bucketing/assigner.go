@@ -139,25 +139,8 @@ type eventTime struct {
 }
 
 func (a *eventTime) Bucket(record []byte, _ time.Time) (string, error) {
-	if err := a.validate(); err != nil {
-		return "", err
-	}
-	v, err := a.field.lookup(record)
-	if err != nil {
-		return "", err
-	}
-	t, err := a.field.eventTime(v)
-	if err != nil {
-		return "", err
-	}
-	if y := t.In(a.f.loc).Year(); y < 1 || y > 9999 {
-		return "", a.field.fail("time "+t.UTC().Format(time.RFC3339Nano)+" is outside the years 1 to 9999", nil)
-	}
-	s, err := a.f.format(t)
-	if err != nil {
-		return "", a.field.fail("", err)
-	}
-	return s, nil
+	s, _, err := a.BucketTime(record)
+	return s, err
 }
 
 // String returns the spec of the assigner, "eventtime:FIELD:LAYOUT".

@@ -109,7 +109,7 @@ func (w *Writer) writeBulk(ctx context.Context, key bucketKey, record []byte, or
 		return w.afterBulk(ctx, b)
 	}
 	p.rows++
-	p.stats.note(origin, w.dense)
+	w.noteRecord(p, origin)
 	p.lastWrite = now
 	w.stats.Records.Add(1)
 	w.stats.Bytes.Add(int64(len(record)))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/source"
@@ -59,6 +60,10 @@ type PartStats struct {
 	// CRC32C is the CRC-32C (Castagnoli) of the file's bytes, as written
 	// (compressed, for a compressed format), in hex.
 	CRC32C string `json:"crc32c"`
+	// MinEventTime and MaxEventTime bound the event times of the file's
+	// records, when the bucket assigner reads them (bucketing.EventTime).
+	MinEventTime *time.Time `json:"min_event_time,omitempty"`
+	MaxEventTime *time.Time `json:"max_event_time,omitempty"`
 	// Sources are the source records the file holds, by input, sorted by
 	// input name.
 	Sources []SourceRange `json:"sources,omitempty"`
@@ -101,6 +106,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type partStats struct {
 	records int64
 	header  bool
+	// minET and maxET bound the records' event times, when known (hasET).
+	minET, maxET time.Time
+	hasET        bool
 	crc     uint32
 	inputs  map[string]*inputRuns
 	last    *inputRuns
@@ -149,9 +157,30 @@ func (s *partStats) note(o source.Origin, dense *int64) {
 	in.runs = append(in.runs, [2]int64{o.Num, o.Num})
 }
 
+// noteRecord counts one record of origin in p, with its event time when
+// the assigner read one.
+func (w *Writer) noteRecord(p *part, origin source.Origin) {
+	p.stats.note(origin, w.dense)
+	if w.eventTimed == nil || w.recTime.IsZero() { // zero: the bucket could not be read
+		return
+	}
+	s := &p.stats
+	if !s.hasET || w.recTime.Before(s.minET) {
+		s.minET = w.recTime
+	}
+	if !s.hasET || w.recTime.After(s.maxET) {
+		s.maxET = w.recTime
+	}
+	s.hasET = true
+}
+
 // snapshot returns the figures of a part whose file holds size bytes.
 func (s *partStats) snapshot(size int64) *PartStats {
 	ps := &PartStats{Size: size, Records: s.records, Header: s.header, CRC32C: fmt.Sprintf("%08x", s.crc)}
+	if s.hasET {
+		lo, hi := s.minET.UTC(), s.maxET.UTC()
+		ps.MinEventTime, ps.MaxEventTime = &lo, &hi
+	}
 	for _, in := range s.inputs {
 		r := SourceRange{Input: in.name, First: in.first, Last: in.last, Records: in.records,
 			Coarse: in.coarse, Dense: in.dense, Start: in.start}
@@ -175,6 +204,9 @@ func restoreStats(ps *PartStats) (partStats, error) {
 		return s, fmt.Errorf("bad CRC-32C %q", ps.CRC32C)
 	}
 	s.records, s.crc, s.header = ps.Records, uint32(crc), ps.Header
+	if ps.MinEventTime != nil && ps.MaxEventTime != nil {
+		s.minET, s.maxET, s.hasET = *ps.MinEventTime, *ps.MaxEventTime, true
+	}
 	for _, r := range ps.Sources {
 		in := &inputRuns{name: r.Input, first: r.First, last: r.Last, records: r.Records,
 			coarse: r.Coarse, dense: r.Dense, start: r.Start, runs: slices.Clone(r.Runs)}

@@ -117,6 +117,10 @@ type Writer struct {
 	log     *slog.Logger
 	runID   string
 	dense   *int64 // WithDenseOrigins
+	// eventTimed is the assigner when it reads event times; recTime is
+	// the event time of the record being written.
+	eventTimed bucketing.EventTimed
+	recTime    time.Time
 
 	ext      string
 	buckets  map[bucketKey]*bucket
@@ -200,6 +204,7 @@ func New(backend committer.Backend, subtask int, opts ...Option) (*Writer, error
 	for _, o := range opts {
 		o(w)
 	}
+	w.eventTimed, _ = w.assign.(bucketing.EventTimed)
 	switch {
 	case backend == nil:
 		return nil, errors.New("filesink: nil backend")
@@ -254,7 +259,13 @@ func (w *Writer) namespace() string { return w.prefix + "-" + strconv.Itoa(w.sub
 // the Writer unusable until Restore.
 func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin) error {
 	now := w.now()
-	bpath, err := w.assign.Bucket(record, now)
+	var bpath string
+	var err error
+	if w.eventTimed != nil {
+		bpath, w.recTime, err = w.eventTimed.BucketTime(record)
+	} else {
+		bpath, err = w.assign.Bucket(record, now)
+	}
 	if err == nil {
 		// Every assigner of package bucketing sanitises; a custom one may not.
 		bpath, err = bucketing.Sanitize(bpath)
@@ -316,7 +327,7 @@ func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, origi
 		return n, w.add(ctx, key, w.scratch, w.enc.Header(), origin, now)
 	}
 	b.part.lastWrite = now
-	b.part.stats.note(origin, w.dense)
+	w.noteRecord(b.part, origin)
 	return n, w.afterAppend(ctx, b)
 }
 
@@ -374,7 +385,7 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, or
 		}
 	}
 	b.part.lastWrite = now
-	b.part.stats.note(origin, w.dense)
+	w.noteRecord(b.part, origin)
 	b.buf = append(b.buf, data...)
 	w.bufCap += int64(cap(b.buf) - oldCap)
 	return w.afterAppend(ctx, b)
