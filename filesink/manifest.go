@@ -109,9 +109,9 @@ type partStats struct {
 	// minET and maxET bound the records' event times, when known (hasET).
 	minET, maxET time.Time
 	hasET        bool
-	crc     uint32
-	inputs  map[string]*inputRuns
-	last    *inputRuns
+	crc          uint32
+	inputs       map[string]*inputRuns
+	last         *inputRuns
 }
 
 type inputRuns struct {
