@@ -66,7 +66,7 @@ func (f *ArrowFormat) NewArrowWriter(w io.Writer) (*ArrowWriter, error) {
 		buf.release()
 		return nil, err
 	}
-	aw := &ArrowWriter{rowFront: rowFront{buf: buf}, fw: fw}
+	aw := &ArrowWriter{rowFront: rowFront{buf: buf, format: "Arrow IPC"}, fw: fw}
 	aw.flush = aw.Flush
 	return aw, nil
 }
@@ -91,8 +91,7 @@ func (w *ArrowWriter) Flush() error {
 	for _, rec := range w.buf.pending {
 		if err := w.fw.Write(rec); err != nil {
 			w.buf.releasePending()
-			w.err = fmt.Errorf("bulk: writing Arrow IPC: %w", err)
-			return w.err
+			return w.fail(err)
 		}
 	}
 	w.buf.releasePending()
@@ -109,8 +108,7 @@ func (w *ArrowWriter) Close() error {
 	err := w.Flush()
 	if err == nil {
 		if cerr := w.fw.Close(); cerr != nil {
-			w.err = fmt.Errorf("bulk: writing Arrow IPC: %w", cerr)
-			err = w.err
+			err = w.fail(cerr)
 		}
 	}
 	w.closed = true

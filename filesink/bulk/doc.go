@@ -29,8 +29,10 @@
 //
 // # Memory and durability
 //
-// A writer holds at most one row group in memory (Buffered counts it, from
-// the allocator its Arrow buffers come from). It writes nothing durable by
+// A writer holds at most two row groups in memory: the one being built and
+// the one being encoded on a goroutine of its own (see ParquetWriter;
+// Buffered counts both, from the allocators its Arrow buffers come from,
+// and encoded bytes not yet written). It writes nothing durable by
 // itself: the bytes go to the io.Writer the filesink.Writer gives it, and a
 // file is only complete after Close returns nil. A crash before that leaves
 // a file without a footer, which the Writer never publishes.
@@ -38,5 +40,7 @@
 // # Concurrency
 //
 // Schemas and formats are immutable and safe for concurrent use; each
-// writer is used by one goroutine at a time.
+// writer is used by one goroutine at a time. A Parquet writer encodes a row
+// group ended by Add on a goroutine of its own, but calls its io.Writer
+// only on the caller's goroutine, during the caller's calls.
 package bulk

@@ -1,15 +1,21 @@
 package bulk
 
-import "github.com/apache/arrow/go/v15/arrow"
+import (
+	"fmt"
+
+	"github.com/apache/arrow/go/v15/arrow"
+)
 
 // rowFront is what the Parquet and Arrow IPC writers share in front of
 // their encoders: rows are added to buf, and the writer's flush runs when a
 // row group is full. Its methods are promoted to both writers.
 type rowFront struct {
 	buf    *rowBuffer
-	flush  func() error // the writer's Flush
+	pipe   *pipeline    // nil: the writer encodes on the caller's goroutine
+	flush  func() error // ends a full row group (the writer's Flush, or a hand-off to pipe)
 	err    error        // sticky: the file is broken
 	closed bool
+	format string // for errors: "Parquet", "Arrow IPC"
 }
 
 // Add converts one JSON object record and appends it to the row group (or
@@ -47,6 +53,8 @@ func (w *rowFront) AddArrow(rec arrow.Record) error {
 	return nil
 }
 
+// usable returns the writer's sticky error; with a pipeline it first
+// collects the encoder's bytes and the outcome of a finished encode.
 func (w *rowFront) usable() error {
 	if w.err != nil {
 		return w.err
@@ -54,13 +62,33 @@ func (w *rowFront) usable() error {
 	if w.closed {
 		return errClosed
 	}
+	if w.pipe != nil {
+		if err := w.pipe.poll(); err != nil {
+			return w.fail(err)
+		}
+	}
 	return nil
+}
+
+// fail makes err the writer's sticky error.
+func (w *rowFront) fail(err error) error {
+	if w.err == nil {
+		w.err = fmt.Errorf("bulk: writing %s: %w", w.format, err)
+	}
+	return w.err
 }
 
 // Rows is the number of rows added to the file so far.
 func (w *rowFront) Rows() int64 { return w.buf.total }
 
 // Buffered implements filesink.BulkWriter: the bytes of Arrow memory the
-// writer holds (builders, batches waiting to be written, and the
-// encoder's buffers allocated through the writer's allocator).
-func (w *rowFront) Buffered() int64 { return w.buf.buffered() }
+// writer holds (builders, batches waiting to be written or being encoded,
+// and the encoder's buffers allocated through the writer's allocators) and
+// encoded bytes not yet written to the io.Writer.
+func (w *rowFront) Buffered() int64 {
+	n := w.buf.buffered()
+	if w.pipe != nil {
+		n += w.pipe.buffered()
+	}
+	return n
+}

@@ -46,9 +46,11 @@ type Options struct {
 	// RowGroupRows ends a row group (Arrow: a record batch) after this
 	// many rows; 0 for no row limit.
 	RowGroupRows int
-	// RowGroupBytes ends a row group once the writer buffers this many
-	// bytes (Buffered); 0 for DefaultRowGroupBytes unless RowGroupRows is
-	// set, negative for no byte limit. The filesink.Writer may flush
+	// RowGroupBytes ends a row group once its rows take this many bytes
+	// of Arrow memory; 0 for DefaultRowGroupBytes unless RowGroupRows is
+	// set, negative for no byte limit. A Parquet writer holds up to two
+	// row groups (one being encoded while the next is built), so its
+	// Buffered reaches about twice this. The filesink.Writer may flush
 	// earlier to stay within its buffer budget.
 	RowGroupBytes int64
 	// Dictionary is the Parquet dictionary mode ("" is DictAuto). Ignored

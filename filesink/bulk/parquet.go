@@ -20,6 +20,9 @@ type ParquetFormat struct {
 	schema *Schema
 	opts   Options
 	codec  compress.Compression
+	// sequential turns the pipeline off (tests): row groups ended by Add
+	// are encoded on the caller's goroutine, as by Flush.
+	sequential bool
 }
 
 var _ filesink.BulkFormat = (*ParquetFormat)(nil)
@@ -65,19 +68,42 @@ func (f *ParquetFormat) NewWriter(w io.Writer) (filesink.BulkWriter, error) {
 // NewParquetWriter starts a Parquet file whose bytes go to w. Nothing is
 // written to w before the first row group.
 func (f *ParquetFormat) NewParquetWriter(w io.Writer) (*ParquetWriter, error) {
-	pw := &ParquetWriter{rowFront: rowFront{buf: newRowBuffer(f.schema, f.opts)}, f: f, out: &posWriter{w: w}}
-	pw.flush = pw.Flush
+	buf := newRowBuffer(f.schema, f.opts)
+	pw := &ParquetWriter{rowFront: rowFront{buf: buf, format: "Parquet"}, f: f, out: &posWriter{w: w}}
+	pw.pipe = newPipeline(pw.out, buf)
+	pw.flush = pw.handOff
+	pw.encoder = pw.encode
+	if f.sequential {
+		pw.flush = pw.Flush
+	}
 	return pw, nil
 }
 
 // ParquetWriter encodes one Parquet file. Not safe for concurrent use.
 //
 // Rows are appended to Arrow builders (Add converts JSON, AddArrow takes
-// record batches); a row group is written when the buffered rows reach
-// Options.RowGroupRows or RowGroupBytes, at Flush, and at Close. Each
-// row group's pages reach the io.Writer during the call that writes it,
-// except the last column's last page, which pqarrow writes when the next
-// row group starts or at Close (Buffered counts it).
+// record batches); a row group ends when the rows being buffered reach
+// Options.RowGroupRows or RowGroupBytes, at Flush, and at Close.
+//
+// # Pipelining
+//
+// A row group that Add or AddArrow ends is encoded (pqarrow) on a
+// goroutine of its own while the caller goes on adding rows to the next
+// one; its bytes reach the io.Writer on the caller's goroutine, in order,
+// during the following calls (Add, AddArrow, Flush, Close: the io.Writer is
+// never called concurrently nor from another goroutine). At most one row
+// group is encoded at a time: ending the next one first waits for it.
+// Meanwhile the writer holds up to two row groups (Buffered counts both,
+// the encoder's buffers, and encoded bytes not yet written), and no
+// goroutine nor memory for them once the encode is over and collected. An
+// error of the encode is returned by the first call after it (at the
+// latest the next Flush or Close) and leaves the writer broken.
+//
+// Flush and Close wait for the encode in flight and encode the rest on the
+// caller's goroutine: when Flush returns nil, every row added before it has
+// been written to the io.Writer as part of a row group, except the last
+// column's last page, which pqarrow writes when the next row group starts
+// or at Close (Buffered counts it).
 //
 // # Dictionary encoding
 //
@@ -98,15 +124,17 @@ type ParquetWriter struct {
 	fw    *pqarrow.FileWriter
 	dict  []bool   // per leaf column, as decided at the first row group
 	paths []string // the leaf columns' paths
+	// encoder is encode (tests wrap it to inject errors).
+	encoder func([]arrow.Record) error
 }
 
 var _ filesink.BulkWriter = (*ParquetWriter)(nil)
 
-// Flush writes the buffered rows as one row group (none if there are no
-// rows). An error leaves the file broken: later calls return it.
-func (w *ParquetWriter) Flush() error {
-	if err := w.usable(); err != nil {
-		return err
+// handOff ends the row group being built and has the pipeline encode it
+// (after the previous one).
+func (w *ParquetWriter) handOff() error {
+	if err := w.pipe.wait(); err != nil {
+		return w.fail(err)
 	}
 	w.buf.cut()
 	if len(w.buf.pending) == 0 {
@@ -115,14 +143,38 @@ func (w *ParquetWriter) Flush() error {
 	if err := w.start(); err != nil {
 		return w.fail(err)
 	}
-	var err error
-	if len(w.buf.pending) == 1 {
-		err = w.fw.Write(w.buf.pending[0])
-	} else {
-		tbl := array.NewTableFromRecords(w.f.schema.arrow, w.buf.pending)
-		err = w.fw.WriteTable(tbl, tbl.NumRows())
-		tbl.Release()
+	w.pipe.spawn(w.encoder)
+	return nil
+}
+
+// encode writes recs as one row group, to the pipeline's spool.
+func (w *ParquetWriter) encode(recs []arrow.Record) error {
+	if len(recs) == 1 {
+		return w.fw.Write(recs[0])
 	}
+	tbl := array.NewTableFromRecords(w.f.schema.arrow, recs)
+	defer tbl.Release()
+	return w.fw.WriteTable(tbl, tbl.NumRows())
+}
+
+// Flush writes the buffered rows as one row group (none if there are no
+// rows), after the row group being encoded, if any. An error leaves the
+// file broken: later calls return it.
+func (w *ParquetWriter) Flush() error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.pipe.wait(); err != nil {
+		return w.fail(err)
+	}
+	w.buf.cut()
+	if len(w.buf.pending) == 0 {
+		return nil
+	}
+	if err := w.start(); err != nil {
+		return w.fail(err)
+	}
+	err := w.encoder(w.buf.pending)
 	w.buf.releasePending()
 	if err != nil {
 		return w.fail(err)
@@ -130,15 +182,10 @@ func (w *ParquetWriter) Flush() error {
 	return nil
 }
 
-func (w *ParquetWriter) fail(err error) error {
-	w.err = fmt.Errorf("bulk: writing Parquet: %w", err)
-	return w.err
-}
-
 // Close writes the remaining rows and the footer. After a nil error the
 // bytes written are one complete Parquet file (with no row group if no row
-// was added). Close releases the writer's memory, also after an error;
-// a second Close returns nil.
+// was added). Close releases the writer's memory and stops its encoding
+// goroutine, also after an error; a second Close returns nil.
 func (w *ParquetWriter) Close() error {
 	if w.closed {
 		return nil
@@ -152,6 +199,7 @@ func (w *ParquetWriter) Close() error {
 			err = w.fail(cerr)
 		}
 	}
+	w.pipe.abort() // after an error: wait for the encode, write nothing
 	w.closed = true
 	w.buf.release()
 	w.fw = nil
@@ -180,13 +228,13 @@ func (w *ParquetWriter) start() error {
 	}
 	o := w.f.opts
 	props := []parquet.WriterProperty{
-		parquet.WithAllocator(w.buf.mem),
+		parquet.WithAllocator(w.pipe.mem),
 		parquet.WithCompression(w.f.codec),
 		parquet.WithStats(!o.NoStatistics),
 		parquet.WithCreatedBy("filesink"),
 		parquet.WithMaxRowGroupLength(math.MaxInt32),
 	}
-	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(w.buf.mem))
+	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(w.pipe.mem))
 	pqs, err := pqarrow.ToParquet(w.f.schema.arrow, parquet.NewWriterProperties(props...), arrProps)
 	if err != nil {
 		return err
@@ -216,7 +264,7 @@ func (w *ParquetWriter) start() error {
 		props = append(props, parquet.WithDictionaryFor(path, on))
 	}
 	props = append(props, parquet.WithDictionaryDefault(false))
-	w.fw, err = pqarrow.NewFileWriter(w.f.schema.arrow, w.out, parquet.NewWriterProperties(props...), arrProps)
+	w.fw, err = pqarrow.NewFileWriter(w.f.schema.arrow, &w.pipe.spool, parquet.NewWriterProperties(props...), arrProps)
 	return err
 }
 

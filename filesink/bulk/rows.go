@@ -27,8 +27,11 @@ type rowBuffer struct {
 	rows         int // rows in the builders
 	pending      []arrow.Record
 	pendingRows  int64
-	foreignBytes int64 // bytes of AddArrow batches (not allocated by mem)
+	foreignBytes int64 // bytes of pending AddArrow batches (not allocated by mem)
 	total        int64 // rows added over the file's life
+	// taken is what mem counts for the batches handed to the encoding
+	// goroutine (take) and not yet released (untake).
+	taken int64
 	// hints are the top-level builders' lengths (rows, and value bytes
 	// of string and binary builders) when the last row group was cut: the
 	// next row group reserves them up front instead of regrowing.
@@ -125,7 +128,7 @@ func (r *rowBuffer) reserve() {
 		// bytes a value or offset, and the validity bit); reserving stops
 		// at three quarters of the limit.
 		cost := int64(bitutil.NextPowerOf2(h.rows))*17 + int64(h.data) + 128
-		if limit > 0 && r.buffered()+cost >= limit/4*3 {
+		if limit > 0 && r.building()+cost >= limit/4*3 {
 			continue
 		}
 		b.Reserve(h.rows)
@@ -145,14 +148,43 @@ func (r *rowBuffer) releasePending() {
 	r.foreignBytes = 0
 }
 
+// take hands the pending batches over (to be encoded on another
+// goroutine) and returns what mem counts for them and the bytes of the
+// AddArrow batches among them. The builders hold nothing after cut, so
+// everything mem counts but what was taken before is the batches'.
+func (r *rowBuffer) take() (recs []arrow.Record, mem, foreign int64) {
+	recs = r.pending
+	mem = r.mem.n.Load() - r.taken
+	foreign = r.foreignBytes
+	r.taken += mem
+	r.pending = nil
+	r.pendingRows = 0
+	r.foreignBytes = 0
+	return recs, mem, foreign
+}
+
+// untake releases batches returned by take.
+func (r *rowBuffer) untake(recs []arrow.Record, mem int64) {
+	for _, rec := range recs {
+		rec.Release()
+	}
+	r.taken -= mem
+}
+
+// buffered is the memory of the rows the buffer holds, taken batches
+// included.
 func (r *rowBuffer) buffered() int64 { return r.mem.n.Load() + r.foreignBytes }
+
+// building is the memory of the row group being built: builders and
+// pending batches, not the batches taken.
+func (r *rowBuffer) building() int64 { return r.mem.n.Load() - r.taken + r.foreignBytes }
 
 // full reports whether the row group reached its configured size.
 func (r *rowBuffer) full() bool {
 	if n := r.opts.RowGroupRows; n > 0 && int64(r.rows)+r.pendingRows >= int64(n) {
 		return true
 	}
-	return r.opts.RowGroupBytes > 0 && r.buffered() >= r.opts.RowGroupBytes
+	return r.opts.RowGroupBytes > 0 && r.building() >= r.opts.RowGroupBytes
 }
 
 func (r *rowBuffer) release() {

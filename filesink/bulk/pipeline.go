@@ -1,0 +1,239 @@
+package bulk
+
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+)
+
+// The encoding pipeline of a writer: when Add ends a row group, the
+// finished record batches go to a goroutine that encodes them while the
+// caller goes on converting the next row group (on a second core).
+//
+// The io.Writer the writer was given is not safe for concurrent use and
+// is only ever called on the caller's goroutine: the encoding goroutine
+// writes into the spool's private chunks, which the caller drains to the
+// io.Writer in the order they were written (as they fill, at each Add, and
+// all of them when the encode ends). At most one row group is encoded at a
+// time: ending another one first waits for the previous encode.
+//
+// Flush and Close encode on the caller's goroutine, after waiting for the
+// encode in flight, with the spool passing bytes straight through to the
+// io.Writer (as a writer without a pipeline does), so that when they
+// return every row added before them has been written.
+
+// The spool's chunks grow from spoolMin to spoolMax bytes, doubling, so
+// that small row groups do not cost a large chunk.
+const (
+	spoolMin = 16 << 10
+	spoolMax = 1 << 20
+)
+
+// spoolFree is how many drained chunks the spool keeps for reuse while an
+// encode is in flight (none once it ended).
+const spoolFree = 2
+
+// spool is the io.Writer the encoder writes to. Direct (no encode in
+// flight), it writes straight to out on the caller's goroutine; otherwise
+// it appends to chunks that only the caller drains to out.
+type spool struct {
+	out    io.Writer
+	direct bool // set and cleared by the caller while no encode runs
+
+	// cur is written by the encoding goroutine while an encode is in
+	// flight and read by the caller after it ended.
+	cur []byte
+
+	mu    sync.Mutex
+	ready [][]byte // full chunks, in order
+	free  [][]byte
+	// nready is len(ready), for the caller's lock-free check; held is the
+	// capacity of every chunk the spool holds (Buffered counts it).
+	nready atomic.Int32
+	held   atomic.Int64
+}
+
+func (s *spool) Write(b []byte) (int, error) {
+	if s.direct {
+		return s.out.Write(b)
+	}
+	n := len(b)
+	for len(b) > 0 {
+		if len(s.cur) == cap(s.cur) {
+			s.next()
+		}
+		k := copy(s.cur[len(s.cur):cap(s.cur)], b)
+		s.cur = s.cur[:len(s.cur)+k]
+		b = b[k:]
+	}
+	return n, nil
+}
+
+// next queues the full current chunk and takes a free or new one.
+func (s *spool) next() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil {
+		s.ready = append(s.ready, s.cur)
+		s.nready.Store(int32(len(s.ready)))
+	}
+	if k := len(s.free); k > 0 {
+		s.cur = s.free[k-1][:0]
+		s.free[k-1] = nil
+		s.free = s.free[:k-1]
+		return
+	}
+	size := spoolMin
+	if s.cur != nil {
+		size = min(2*cap(s.cur), spoolMax)
+	}
+	s.cur = make([]byte, 0, size)
+	s.held.Add(int64(size))
+}
+
+// drain writes the full chunks to out. Caller's goroutine only.
+func (s *spool) drain() error {
+	s.mu.Lock()
+	ready := s.ready
+	s.ready = nil
+	s.nready.Store(0)
+	s.mu.Unlock()
+	var err error
+	for i, c := range ready {
+		if err == nil {
+			_, err = s.out.Write(c)
+		}
+		ready[i] = nil
+		s.mu.Lock()
+		if len(s.free) < spoolFree {
+			s.free = append(s.free, c[:0])
+		} else {
+			s.held.Add(-int64(cap(c)))
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// end drains everything (write is false after an error: everything is
+// dropped), releases the chunks and makes the spool direct again. Caller's
+// goroutine, after the encode ended.
+func (s *spool) end(write bool) error {
+	var err error
+	if write {
+		err = s.drain()
+		if err == nil && len(s.cur) > 0 {
+			_, err = s.out.Write(s.cur)
+		}
+	}
+	s.mu.Lock()
+	s.ready, s.free, s.cur = nil, nil, nil
+	s.nready.Store(0)
+	s.held.Store(0)
+	s.mu.Unlock()
+	s.direct = true
+	return err
+}
+
+// encodeJob is a row group in flight: its record batches (held until the
+// caller releases them after the encode) and the encode's outcome.
+type encodeJob struct {
+	recs    []arrow.Record
+	mem     int64 // bytes of recs counted by the row buffer's allocator
+	foreign int64 // bytes of AddArrow batches among recs
+	done    chan struct{}
+	err     error // set before done is closed
+}
+
+// pipeline runs a writer's encodes: inline (Flush, Close) or on a
+// goroutine (a row group ended by Add). Its methods are called on the
+// caller's goroutine.
+type pipeline struct {
+	spool spool
+	// mem is the encoder's allocator (pqarrow's buffers), apart from the
+	// row buffer's so that the builders' count, which ends row groups,
+	// does not depend on how far an encode has got.
+	mem *countingAllocator
+	buf *rowBuffer
+	job *encodeJob
+}
+
+func newPipeline(out io.Writer, buf *rowBuffer) *pipeline {
+	p := &pipeline{mem: &countingAllocator{mem: memory.NewGoAllocator()}, buf: buf}
+	p.spool.out = out
+	p.spool.direct = true
+	return p
+}
+
+// buffered is what the pipeline holds beyond the row buffer's allocator:
+// the encoder's allocations, undrained chunks and AddArrow batches in
+// flight.
+func (p *pipeline) buffered() int64 {
+	n := p.mem.n.Load() + p.spool.held.Load()
+	if p.job != nil {
+		n += p.job.foreign
+	}
+	return n
+}
+
+// spawn hands the row buffer's pending batches to a goroutine running
+// encode on them. There must be no encode in flight.
+func (p *pipeline) spawn(encode func([]arrow.Record) error) {
+	j := &encodeJob{done: make(chan struct{})}
+	j.recs, j.mem, j.foreign = p.buf.take()
+	p.job = j
+	p.spool.direct = false
+	go func() {
+		defer close(j.done)
+		j.err = encode(j.recs)
+	}()
+}
+
+// poll is called at each Add: it drains the chunks the encoder filled,
+// and ends the encode if it is over. A non-nil error is the encode's or
+// the io.Writer's.
+func (p *pipeline) poll() error {
+	j := p.job
+	if j == nil {
+		return nil
+	}
+	select {
+	case <-j.done:
+		return p.wait()
+	default:
+	}
+	if p.spool.nready.Load() > 0 {
+		return p.spool.drain()
+	}
+	return nil
+}
+
+// wait waits for the encode in flight, if any, releases its batches and
+// writes the rest of its bytes. Afterwards the spool is direct.
+func (p *pipeline) wait() error {
+	j := p.job
+	if j == nil {
+		return nil
+	}
+	<-j.done
+	p.job = nil
+	p.buf.untake(j.recs, j.mem)
+	err := j.err
+	if werr := p.spool.end(err == nil); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// abort is wait for a broken writer: nothing more is written.
+func (p *pipeline) abort() {
+	if j := p.job; j != nil {
+		<-j.done
+		p.job = nil
+		p.buf.untake(j.recs, j.mem)
+	}
+	_ = p.spool.end(false)
+}

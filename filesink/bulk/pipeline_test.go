@@ -1,0 +1,346 @@
+package bulk
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+)
+
+// callerWriter is an io.Writer that must only be called during a call of
+// the bulk writer on the test's goroutine: inCall is a plain bool (the race
+// detector reports a Write from another goroutine), and a Write outside a
+// call is an error.
+type callerWriter struct {
+	buf    bytes.Buffer
+	inCall bool
+	stray  int
+	fail   error // returned by Write once set
+}
+
+func (c *callerWriter) Write(p []byte) (int, error) {
+	if !c.inCall {
+		c.stray++
+	}
+	if c.fail != nil {
+		return 0, c.fail
+	}
+	return c.buf.Write(p)
+}
+
+func (c *callerWriter) call(f func() error) error {
+	c.inCall = true
+	defer func() { c.inCall = false }()
+	return f()
+}
+
+// sequentialFormat is f with its pipeline turned off.
+func sequentialFormat(f *ParquetFormat) *ParquetFormat {
+	g := *f
+	g.sequential = true
+	return &g
+}
+
+// pipelineCase writes recs (and, at addArrowAt, an Arrow batch of
+// recs[i:j]) with a Flush every flushEvery rows (0: none).
+type pipelineCase struct {
+	name       string
+	opts       Options
+	n          int
+	flushEvery int
+	arrowAt    int // add recs[arrowAt:arrowAt+arrowN] as one Arrow batch
+	arrowN     int
+}
+
+func writeCase(t *testing.T, f *ParquetFormat, s *Schema, c pipelineCase, recs [][]byte) []byte {
+	t.Helper()
+	var out callerWriter
+	w, err := f.NewParquetWriter(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch arrow.Record
+	if c.arrowN > 0 {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, s.Arrow())
+		conv := newConverter(s.root, rb.Fields())
+		for _, r := range recs[c.arrowAt : c.arrowAt+c.arrowN] {
+			if err := conv.add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		batch = rb.NewRecord()
+		rb.Release()
+		defer batch.Release()
+	}
+	for i := 0; i < len(recs); i++ {
+		if batch != nil && i == c.arrowAt {
+			if err := out.call(func() error { return w.AddArrow(batch) }); err != nil {
+				t.Fatal(err)
+			}
+			i += c.arrowN - 1
+			continue
+		}
+		if err := out.call(func() error { return w.Add(recs[i]) }); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if c.flushEvery > 0 && (i+1)%c.flushEvery == 0 {
+			if err := out.call(w.Flush); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := out.call(w.Close); err != nil {
+		t.Fatal(err)
+	}
+	if out.stray > 0 {
+		t.Errorf("%s: the io.Writer was called %d times outside the writer's calls", c.name, out.stray)
+	}
+	return out.buf.Bytes()
+}
+
+// The pipelined writer writes the same bytes as the sequential one, for
+// row groups ended by rows, by bytes, by Flush, and with Arrow batches.
+func TestPipelineSameBytes(t *testing.T) {
+	s := loadSchema(t, "all_types.json")
+	cases := []pipelineCase{
+		{name: "rows", opts: Options{RowGroupRows: 97}, n: 3000},
+		{name: "rows-zstd-dict", opts: Options{RowGroupRows: 500, Compression: Zstd, Dictionary: DictOn}, n: 3000},
+		{name: "bytes", opts: Options{RowGroupBytes: 96 << 10}, n: 4000},
+		{name: "bytes-flush", opts: Options{RowGroupBytes: 128 << 10}, n: 4000, flushEvery: 700},
+		{name: "rows-flush-arrow", opts: Options{RowGroupRows: 300}, n: 3000, flushEvery: 1100, arrowAt: 1500, arrowN: 450},
+		{name: "one-row-groups", opts: Options{RowGroupRows: 1}, n: 200},
+		{name: "default", opts: Options{}, n: 2000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			recs := genRecords(c.n, 11)
+			f, err := Parquet(s, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := writeCase(t, f, s, c, recs)
+			want := writeCase(t, sequentialFormat(f), s, c, recs)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("pipelined: %d bytes, sequential: %d bytes, not the same", len(got), len(want))
+			}
+			back, groups := readParquet(t, s, got)
+			if c.opts.RowGroupRows > 0 && groups < c.n/c.opts.RowGroupRows {
+				t.Errorf("%d row groups", groups)
+			}
+			compareRecords(t, s, back, expectRows(t, s, recs))
+			release(back)
+		})
+	}
+}
+
+// Encoded row groups reach the io.Writer while rows are still being
+// added, not only at Flush or Close.
+func TestPipelineWritesAsItGoes(t *testing.T) {
+	s := loadSchema(t, "all_types.json")
+	recs := genRecords(2000, 12)
+	f, _ := Parquet(s, Options{RowGroupRows: 100})
+	var out callerWriter
+	w, _ := f.NewParquetWriter(&out)
+	for i, r := range recs {
+		if err := out.call(func() error { return w.Add(r) }); err != nil {
+			t.Fatal(err)
+		}
+		// After the third row group ends, the first was collected
+		// (ending a row group waits for the previous encode).
+		if i == 300 && out.buf.Len() < 4<<10 {
+			t.Errorf("%d bytes written after 3 row groups", out.buf.Len())
+		}
+	}
+	if err := out.call(w.Close); err != nil {
+		t.Fatal(err)
+	}
+	if out.stray > 0 {
+		t.Errorf("the io.Writer was called %d times outside the writer's calls", out.stray)
+	}
+}
+
+// waitGoroutines waits until at most n goroutines run.
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, %d before the writer", runtime.NumGoroutine(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// An error of the encoding goroutine surfaces on a later call, breaks the
+// writer, and Close still stops the goroutine and releases the rows.
+func TestPipelineEncodeError(t *testing.T) {
+	s := loadSchema(t, "all_types.json")
+	recs := genRecords(2000, 13)
+	f, _ := Parquet(s, Options{RowGroupRows: 100})
+	boom := errors.New("boom")
+	for _, failAt := range []int{1, 3} {
+		t.Run(fmt.Sprint(failAt), func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			var out callerWriter
+			w, _ := f.NewParquetWriter(&out)
+			groups := 0
+			w.encoder = func(recs []arrow.Record) error {
+				groups++
+				if groups == failAt {
+					return boom
+				}
+				return w.encode(recs)
+			}
+			var err error
+			added := 0
+			for _, r := range recs {
+				if err = out.call(func() error { return w.Add(r) }); err != nil {
+					break
+				}
+				added++
+			}
+			if !errors.Is(err, boom) {
+				t.Fatalf("Add: %v, want the encode's error", err)
+			}
+			// Row group failAt ends at row 100*failAt; the error is
+			// collected at the latest when the next one ends.
+			if added > 100*(failAt+1) {
+				t.Errorf("the error came at row %d", added)
+			}
+			if err := out.call(w.Flush); !errors.Is(err, boom) {
+				t.Errorf("Flush after the error: %v", err)
+			}
+			if err := out.call(w.Close); !errors.Is(err, boom) {
+				t.Errorf("Close after the error: %v", err)
+			}
+			if w.buf.buffered() != 0 || w.pipe.job != nil || w.pipe.spool.held.Load() != 0 {
+				t.Errorf("after Close: rows %d bytes, job %v, spool %d bytes", w.buf.buffered(), w.pipe.job, w.pipe.spool.held.Load())
+			}
+			waitGoroutines(t, before)
+		})
+	}
+}
+
+// An error of the io.Writer while draining the encoder's bytes breaks the
+// writer; Close waits for the encode and releases everything.
+func TestPipelineWriteError(t *testing.T) {
+	s := loadSchema(t, "all_types.json")
+	recs := genRecords(1500, 14)
+	f, _ := Parquet(s, Options{RowGroupRows: 200})
+	before := runtime.NumGoroutine()
+	var out callerWriter
+	w, _ := f.NewParquetWriter(&out)
+	full := errors.New("disk full")
+	var err error
+	for i, r := range recs {
+		if i == 250 { // row group 1 is being encoded or done
+			out.fail = full
+		}
+		if err = out.call(func() error { return w.Add(r) }); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = out.call(w.Flush)
+	}
+	if !errors.Is(err, full) {
+		t.Fatalf("error %v, want the io.Writer's", err)
+	}
+	if err := out.call(w.Close); !errors.Is(err, full) {
+		t.Errorf("Close: %v", err)
+	}
+	if w.buf.buffered() != 0 || w.pipe.job != nil {
+		t.Errorf("after Close: %d bytes of rows, job %v", w.buf.buffered(), w.pipe.job)
+	}
+	waitGoroutines(t, before)
+	if out.stray > 0 {
+		t.Errorf("the io.Writer was called %d times outside the writer's calls", out.stray)
+	}
+}
+
+// Close right after Add ended a row group (its encode in flight) writes
+// a complete file; no goroutine is left.
+func TestPipelineCloseWithoutFlush(t *testing.T) {
+	s := loadSchema(t, "all_types.json")
+	f, _ := Parquet(s, Options{RowGroupRows: 250})
+	for _, n := range []int{250, 251, 1000, 1234} {
+		before := runtime.NumGoroutine()
+		recs := genRecords(n, uint64(n))
+		c := pipelineCase{name: fmt.Sprint(n), n: n}
+		got := writeCase(t, f, s, c, recs)
+		if want := writeCase(t, sequentialFormat(f), s, c, recs); !bytes.Equal(got, want) {
+			t.Errorf("%d rows: not the sequential writer's bytes", n)
+		}
+		back, groups := readParquet(t, s, got)
+		if want := (n + 249) / 250; groups != want {
+			t.Errorf("%d rows: %d row groups, want %d", n, groups, want)
+		}
+		compareRecords(t, s, back, expectRows(t, s, recs))
+		release(back)
+		waitGoroutines(t, before)
+	}
+}
+
+// Buffered counts the row group being built, the one being encoded and
+// the encoder's bytes: it stays within about two row groups and the
+// encoder's buffers, drops after Flush, and an idle writer whose encode
+// is over holds no spool.
+func TestPipelineBuffered(t *testing.T) {
+	s, err := ParseSchema([]byte(benchSchemaDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := makeBenchData(60000)
+	const limit = 1 << 20
+	f, _ := Parquet(s, Options{RowGroupBytes: limit})
+	var out callerWriter
+	w, _ := f.NewParquetWriter(&out)
+	var peak, inFlight int64
+	for i, l := range d.lines {
+		if err := out.call(func() error { return w.Add(l) }); err != nil {
+			t.Fatal(err)
+		}
+		if b := w.Buffered(); b > peak {
+			peak = b
+		}
+		if w.pipe.job != nil {
+			inFlight++
+			// The batch in flight is counted.
+			if w.Buffered() < w.buf.taken {
+				t.Fatalf("Buffered %d below the batch in flight %d", w.Buffered(), w.buf.taken)
+			}
+		}
+		if w.buf.rows == 0 && len(w.buf.pending) == 0 && w.buf.building() != 0 {
+			t.Fatalf("row %d: a row group just ended, yet %d bytes are counted as being built", i, w.buf.building())
+		}
+		if w.buf.building() > 2*limit {
+			t.Fatalf("row %d: the row group being built holds %d bytes", i, w.buf.building())
+		}
+	}
+	if inFlight == 0 {
+		t.Fatal("no row group was ever in flight")
+	}
+	// Two row groups, plus what pqarrow keeps between row groups and
+	// the spool.
+	if peak > 3*limit+spoolMax {
+		t.Errorf("Buffered peaked at %d bytes, row groups of %d", peak, limit)
+	}
+	if err := out.call(w.Flush); err != nil {
+		t.Fatal(err)
+	}
+	if w.pipe.job != nil || w.pipe.spool.held.Load() != 0 || w.buf.buffered() != 0 {
+		t.Errorf("after Flush: job %v, spool %d bytes, rows %d bytes", w.pipe.job, w.pipe.spool.held.Load(), w.buf.buffered())
+	}
+	if b := w.Buffered(); b > peak/2 {
+		t.Errorf("Buffered %d after Flush, peak %d", b, peak)
+	}
+	if err := out.call(w.Close); err != nil {
+		t.Fatal(err)
+	}
+}
