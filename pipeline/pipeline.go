@@ -70,6 +70,11 @@ type Config struct {
 	// Progress, if set, receives totals after every batch and checkpoint.
 	// It is called from Run's goroutine and must not block.
 	Progress func(Progress)
+	// Barrier, if set, is called on Run's goroutine right before the
+	// barrier of checkpoint id is taken: the start of the checkpoint, for
+	// timing it (the committer.WithHook points mark its later steps). It
+	// must not block.
+	Barrier func(id uint64, final bool)
 }
 
 // Progress is a snapshot of a job's totals.
@@ -297,6 +302,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	checkpoint := func(final bool) error {
 		if err := awaitRunning(); err != nil {
 			return err
+		}
+		if cfg.Barrier != nil {
+			cfg.Barrier(coord.NextID(), final)
 		}
 		ph, err := coord.Begin(ctx, lastPos, final)
 		if err != nil {

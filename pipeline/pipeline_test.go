@@ -610,6 +610,58 @@ func TestRunProgress(t *testing.T) {
 	}
 }
 
+// TestRunBarrier: Barrier announces every checkpoint, in order, before
+// the checkpoint completes, with the id Progress then reports, and the
+// final one as final.
+func TestRunBarrier(t *testing.T) {
+	e, _ := memEnv(t)
+	const count = 480
+	type barrier struct {
+		id    uint64
+		final bool
+	}
+	var events []string
+	var barriers []barrier
+	cfg := e.config(e.sinks(t, 1), gen(count))
+	cfg.CheckpointEvery = 100
+	cfg.Barrier = func(id uint64, final bool) {
+		barriers = append(barriers, barrier{id, final})
+		events = append(events, fmt.Sprintf("barrier %d", id))
+	}
+	var lastCkpt uint64
+	cfg.Progress = func(p pipeline.Progress) {
+		if p.Checkpoint != lastCkpt {
+			lastCkpt = p.Checkpoint
+			events = append(events, fmt.Sprintf("completed %d", p.Checkpoint))
+		}
+	}
+	res, err := pipeline.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(barriers) != int(res.Checkpoint) {
+		t.Fatalf("%d barriers, %d checkpoints: %v", len(barriers), res.Checkpoint, events)
+	}
+	for i, b := range barriers {
+		if b.id != uint64(i+1) || b.final != (i == len(barriers)-1) {
+			t.Errorf("barrier %d: %+v", i, b)
+		}
+	}
+	// Each checkpoint completes after its barrier and before the next one's
+	// completion (the next barrier may come first: phase 2 overlaps).
+	pos := map[string]int{}
+	for i, ev := range events {
+		pos[ev] = i
+	}
+	for id := uint64(1); id <= res.Checkpoint; id++ {
+		b, okb := pos[fmt.Sprintf("barrier %d", id)]
+		c, okc := pos[fmt.Sprintf("completed %d", id)]
+		if !okb || !okc || b > c {
+			t.Errorf("checkpoint %d: barrier and completion out of order: %v", id, events)
+		}
+	}
+}
+
 func TestRunConfigErrors(t *testing.T) {
 	e, _ := memEnv(t)
 	sinks := e.sinks(t, 1)
