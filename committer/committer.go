@@ -162,6 +162,10 @@ type MetaStore interface {
 	ListMeta(ctx context.Context, dir string) ([]string, error)
 	// MetaLocation names where name is stored, for messages.
 	MetaLocation(name string) string
+	// PutFile is PutMeta for a path relative to the output itself (a
+	// hidden name such as "bucket/_SUCCESS"; the part files are published
+	// by Commit, never by PutFile).
+	PutFile(ctx context.Context, target string, data []byte) error
 }
 
 // FileLister is implemented by backends whose finished output can be

@@ -36,20 +36,46 @@ func (b *Backend) MetaLocation(name string) string {
 	return filepath.Join(b.root, committer.MetaDir, filepath.FromSlash(name))
 }
 
-// PutMeta implements committer.MetaStore: a temporary file beside the
-// target, fsync, no-replace rename, directory fsync (the directories are
-// made durable first). An existing object is compared byte for byte.
+// PutMeta implements committer.MetaStore: see put.
 func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	full, err := b.metaPath(name)
 	if err != nil {
 		return err
 	}
+	return b.put(ctx, full, data)
+}
+
+// checkHidden accepts DIR/_NAME (or _NAME): a hidden file in a directory
+// where part files may be.
+func checkHidden(target string) error {
+	dir, base := path.Split(target)
+	if base == "" || base[0] != '_' || strings.ContainsAny(base, "\\\x00") {
+		return fmt.Errorf("localfs: invalid hidden file name %q", target)
+	}
+	if dir == "" {
+		return nil
+	}
+	return checkTarget(strings.TrimSuffix(dir, "/"))
+}
+
+// PutFile implements committer.MetaStore: see put.
+func (b *Backend) PutFile(ctx context.Context, target string, data []byte) error {
+	if err := checkHidden(target); err != nil {
+		return err
+	}
+	return b.put(ctx, b.abs(target), data)
+}
+
+// put publishes data as full: a temporary file beside it, fsync,
+// no-replace rename, directory fsync (the directories are made durable
+// first). An existing file is compared byte for byte.
+func (b *Backend) put(ctx context.Context, full string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	dir := filepath.Dir(full)
 	if err := vfs.MkdirAllSync(b.fs, dir); err != nil {
-		return fmt.Errorf("localfs: metadata directory %s: %w", dir, err)
+		return fmt.Errorf("localfs: directory %s: %w", dir, err)
 	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
@@ -58,7 +84,7 @@ func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 		_ = b.fs.Remove(tmp)
 		return fmt.Errorf("localfs: write %s: %w", full, err)
 	}
-	err = b.fs.RenameNoReplace(tmp, full)
+	err := b.fs.RenameNoReplace(tmp, full)
 	if err != nil {
 		_ = b.fs.Remove(tmp)
 		if !errors.Is(err, fs.ErrExist) {

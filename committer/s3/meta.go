@@ -43,6 +43,31 @@ func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	return b.put(ctx, key, data)
+}
+
+// checkHidden accepts DIR/_NAME (or _NAME): a hidden file in a directory
+// where part files may be.
+func checkHidden(target string) error {
+	dir, base := path.Split(target)
+	if base == "" || base[0] != '_' || strings.ContainsAny(base, "\\\x00") {
+		return fmt.Errorf("s3: invalid hidden file name %q", target)
+	}
+	if dir == "" {
+		return nil
+	}
+	return checkTarget(strings.TrimSuffix(dir, "/"))
+}
+
+// PutFile implements committer.MetaStore, as PutMeta does.
+func (b *Backend) PutFile(ctx context.Context, target string, data []byte) error {
+	if err := checkHidden(target); err != nil {
+		return err
+	}
+	return b.put(ctx, b.key(target), data)
+}
+
+func (b *Backend) put(ctx context.Context, key string, data []byte) error {
 	exists := func() error {
 		have, gerr := b.getSmall(ctx, key)
 		if gerr != nil {
@@ -87,7 +112,7 @@ func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	case isNotImplemented(err):
 		b.noCondPut.Store(true)
 		b.o.log.Warn("s3: the store does not support If-None-Match on PutObject; checking with HEAD first", "bucket", b.bucket)
-		return b.PutMeta(ctx, name, data)
+		return b.put(ctx, key, data)
 	case isPreconditionFailed(err):
 		return exists()
 	default:
