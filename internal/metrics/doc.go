@@ -1,0 +1,23 @@
+// Package metrics instruments a filesink job run for Prometheus and
+// serves /metrics, /healthz and /readyz (filesink run --metrics-addr).
+//
+// A [Metrics] owns a registry made for the run (prometheus.NewRegistry,
+// never the global default registry) and is fed through the run's
+// extension points: pipeline.Config.Progress (records and bytes read,
+// completed checkpoints), pipeline.Config.Barrier and committer.WithHook
+// (checkpoint and phase durations, end of recovery), and wrappers around
+// the sinks (records and bytes accepted, open part files, pending
+// committables, failed commit attempts), the Kafka source (offsets per
+// partition) and the backends (orphans swept). Nothing here changes what
+// the job does: wrappers forward every call and its result unchanged.
+//
+// # Concurrency
+//
+// Every method of Metrics is safe for concurrent use; the feeding methods
+// never block (a mutex held for a few field updates at most). Values are
+// read at scrape time from atomics where the job keeps them.
+//
+// # Metrics
+//
+// See the Help texts in [New], or docs/operations.md.
+package metrics

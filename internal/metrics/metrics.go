@@ -1,0 +1,297 @@
+package metrics
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/filesink/filesink/pipeline"
+)
+
+// Options configure a Metrics.
+type Options struct {
+	// CheckpointInterval is the job's time between checkpoints: /readyz
+	// fails once no checkpoint completed for StaleAfter times it (<= 0:
+	// checkpoints are not timed, and readiness only needs the recovery).
+	CheckpointInterval time.Duration
+	// StaleAfter is the multiple of CheckpointInterval after which the
+	// last checkpoint is too old to be ready (default 3).
+	StaleAfter int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Metrics is the instrumentation of one job run: a Prometheus registry of
+// its own (never the global one) and the functions that feed it, to be
+// plugged into the run's extension points:
+//
+//   - [Metrics.Progress] into pipeline.Config.Progress,
+//   - [Metrics.Barrier] into pipeline.Config.Barrier,
+//   - [Metrics.Hook] into committer.WithHook (in Config.CommitterOptions),
+//   - [Metrics.WrapSink] around each pipeline.Sink,
+//   - [Metrics.WrapKafka] around a Kafka source, [Metrics.CountingFS]
+//     under a local backend, [Metrics.LogHandler] under an S3 backend's
+//     logger (orphans swept).
+//
+// Every method is safe for concurrent use; none blocks.
+type Metrics struct {
+	reg      *prometheus.Registry
+	now      func() time.Time
+	interval time.Duration
+	stale    int
+
+	inRecords, inBytes atomic.Int64 // pipeline.Progress totals
+	checkpoints        atomic.Int64 // completed in this run
+	retries            atomic.Int64
+	orphans            [numKinds]atomic.Int64
+	sweeping           atomic.Int32 // sweeps running (CountingFS counts only then)
+
+	ckptDuration  prometheus.Histogram
+	phaseDuration *prometheus.HistogramVec
+
+	mu        sync.Mutex
+	sinks     []*sinkStats
+	kafka     []*kafkaSource
+	recovered bool
+	begun     time.Time // barrier of the running checkpoint (zero: none)
+	phase1At  time.Time
+	decidedAt time.Time
+	lastID    uint64
+	lastAt    time.Time // completion of checkpoint lastID in this run
+	done      bool
+	start     time.Time
+}
+
+// orphan kinds, the "kind" label of filesink_orphans_swept_total.
+const (
+	kindStagingFile = iota
+	kindUpload
+	kindStagingObject
+	numKinds
+)
+
+var kindNames = [numKinds]string{"staging_file", "upload", "staging_object"}
+
+// durationBuckets spans a local checkpoint (milliseconds) to a slow S3
+// upload of large parts (minutes).
+var durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// New returns the metrics of one run, registered in a fresh registry
+// along with the Go runtime and process collectors.
+func New(opts Options) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(), now: opts.Now,
+		interval: opts.CheckpointInterval, stale: opts.StaleAfter,
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.stale <= 0 {
+		m.stale = 3
+	}
+	m.start = m.now()
+	m.ckptDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "filesink_checkpoint_duration_seconds",
+		Help:    "Time from a checkpoint's barrier to the end of its phase 2 (its records are published and old records pruned).",
+		Buckets: durationBuckets,
+	})
+	m.phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "filesink_checkpoint_phase_duration_seconds",
+		Help: "Duration of a checkpoint's steps: phase1 (barrier until every subtask's records are durable), " +
+			"decide (writing the checkpoint record, the commit point), phase2 (publishing, then pruning old records).",
+		Buckets: durationBuckets,
+	}, []string{"phase"})
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.ckptDuration, m.phaseDuration,
+		counter("filesink_source_records_total", "Records read from the source in this run.",
+			func() float64 { return float64(m.inRecords.Load()) }),
+		counter("filesink_source_bytes_total", "Bytes of records read from the source in this run.",
+			func() float64 { return float64(m.inBytes.Load()) }),
+		counter("filesink_sink_records_total", "Records accepted by the sink subtasks in this run (written to part files, "+
+			"XA branches or HTTP batches; bad records sent to the dead-letter output included).",
+			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.records.Load() }) }),
+		counter("filesink_sink_bytes_total", "Bytes of records accepted by the sink subtasks in this run (as read, before encoding and compression).",
+			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.bytes.Load() }) }),
+		counter("filesink_bad_records_total", "Records sent to the dead-letter output (file and S3 sinks, --on-bad-record skip).",
+			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.bad() }) }),
+		counter("filesink_files_committed_total", "Part files published by phase 2 in this run (file and S3 sinks; recovery re-commits not counted).",
+			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.committed() }) }),
+		gauge("filesink_open_part_files", "Part files in progress (open buckets), over all subtasks (file and S3 sinks).",
+			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.open.Load() }) }),
+		gauge("filesink_pending_committables", "Committables prepared in phase 1 and not yet published by phase 2 (part files, XA branches).",
+			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return max(s.pending.Load(), 0) }) }),
+		counter("filesink_checkpoints_total", "Checkpoints completed (decided and committed) in this run.",
+			func() float64 { return float64(m.checkpoints.Load()) }),
+		counter("filesink_commit_retries_total", "Phase-2 commit attempts that failed with a retryable error; the coordinator "+
+			"retries them with backoff, and fails the job when the attempts run out.",
+			func() float64 { return float64(m.retries.Load()) }),
+		gauge("filesink_last_checkpoint_id", "Id of the last checkpoint completed (or restored at start; 0: none).",
+			func() float64 { m.mu.Lock(); defer m.mu.Unlock(); return float64(m.lastID) }),
+		gauge("filesink_last_checkpoint_timestamp_seconds", "Unix time at which the last checkpoint completed in this run (0: none yet).",
+			func() float64 {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				if m.lastAt.IsZero() {
+					return 0
+				}
+				return float64(m.lastAt.UnixNano()) / 1e9
+			}),
+		gauge("filesink_last_checkpoint_age_seconds", "Seconds since the last checkpoint completed in this run (since the start until the first one).",
+			func() float64 { return m.age().Seconds() }),
+		orphanCollector{m},
+		kafkaCollector{m},
+	)
+	return m
+}
+
+func (m *Metrics) age() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ageLocked()
+}
+
+func (m *Metrics) ageLocked() time.Duration {
+	if m.lastAt.IsZero() {
+		return m.now().Sub(m.start)
+	}
+	return m.now().Sub(m.lastAt)
+}
+
+// Registry returns the run's registry, to register more collectors or to
+// gather it.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func (m *Metrics) sumSinks(f func(*sinkStats) int64) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for _, s := range m.sinks {
+		n += f(s)
+	}
+	return float64(n)
+}
+
+// Progress records a pipeline.Progress: plug it into
+// pipeline.Config.Progress (beside another consumer, call both).
+func (m *Metrics) Progress(p pipeline.Progress) {
+	m.inRecords.Store(p.Records)
+	m.inBytes.Store(p.Bytes)
+	if p.Checkpoints == m.checkpoints.Load() {
+		return
+	}
+	m.checkpoints.Store(p.Checkpoints)
+	m.mu.Lock()
+	m.lastID, m.lastAt, m.done = p.Checkpoint, m.now(), p.Done
+	m.mu.Unlock()
+}
+
+// Barrier marks the start of checkpoint id: plug it into
+// pipeline.Config.Barrier.
+func (m *Metrics) Barrier(id uint64, final bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.begun, m.phase1At, m.decidedAt = m.now(), time.Time{}, time.Time{}
+}
+
+// Hook follows the commit protocol's named points: plug it into
+// committer.WithHook. It always returns nil.
+func (m *Metrics) Hook(point string) error {
+	if rest, ok := strings.CutPrefix(point, "recover:"); ok {
+		if rest == "swept" { // the last step of Recover
+			m.mu.Lock()
+			m.recovered = true
+			m.mu.Unlock()
+		}
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.begun.IsZero() {
+		return nil
+	}
+	now := m.now()
+	switch point {
+	case "phase1":
+		m.phase1At = now
+		m.phaseDuration.WithLabelValues("phase1").Observe(now.Sub(m.begun).Seconds())
+	case "decided":
+		m.decidedAt = now
+		if !m.phase1At.IsZero() {
+			m.phaseDuration.WithLabelValues("decide").Observe(now.Sub(m.phase1At).Seconds())
+		}
+	case "pruned":
+		if !m.decidedAt.IsZero() {
+			m.phaseDuration.WithLabelValues("phase2").Observe(now.Sub(m.decidedAt).Seconds())
+		}
+		m.ckptDuration.Observe(now.Sub(m.begun).Seconds())
+		m.begun = time.Time{}
+	}
+	return nil
+}
+
+// Restored records the checkpoint restored at start (0: a fresh start),
+// for filesink_last_checkpoint_id before the first checkpoint of the run.
+func (m *Metrics) Restored(id uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lastAt.IsZero() {
+		m.lastID = id
+	}
+}
+
+// Ready reports whether the job is ready: recovered, and a checkpoint
+// completed in this run less than StaleAfter checkpoint intervals ago.
+// reason says why not, or what the last checkpoint was.
+func (m *Metrics) Ready() (ready bool, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case !m.recovered:
+		return false, "recovering: restoring the newest checkpoint and sweeping orphans"
+	case m.lastAt.IsZero() && m.interval > 0:
+		return false, "recovered; no checkpoint completed yet in this run"
+	case m.lastAt.IsZero():
+		return true, "recovered (checkpoints are not timed)"
+	}
+	age := m.ageLocked()
+	if limit := time.Duration(m.stale) * m.interval; m.interval > 0 && age > limit && !m.done {
+		return false, fmt.Sprintf("stale: the last checkpoint (%d) completed %s ago, more than %d x the %s checkpoint interval",
+			m.lastID, age.Round(time.Millisecond), m.stale, m.interval)
+	}
+	if m.done {
+		return true, fmt.Sprintf("final checkpoint %d completed; stopping", m.lastID)
+	}
+	return true, fmt.Sprintf("checkpoint %d completed %s ago", m.lastID, age.Round(time.Millisecond))
+}
+
+// orphanCollector exports the orphans swept, by kind.
+type orphanCollector struct{ m *Metrics }
+
+var orphanDesc = prometheus.NewDesc("filesink_orphans_swept_total",
+	"Orphaned staging data deleted by the sweep (recovery, and every 10 checkpoints with S3): "+
+		"staging_file (local .inprogress files), upload (S3 multipart uploads aborted), "+
+		"staging_object (S3 tail and marker objects), xa_branch (MySQL XA branches rolled back).",
+	[]string{"kind"}, nil)
+
+func (c orphanCollector) Describe(ch chan<- *prometheus.Desc) { ch <- orphanDesc }
+
+func (c orphanCollector) Collect(ch chan<- prometheus.Metric) {
+	for k := range numKinds {
+		ch <- prometheus.MustNewConstMetric(orphanDesc, prometheus.CounterValue, float64(c.m.orphans[k].Load()), kindNames[k])
+	}
+	ch <- prometheus.MustNewConstMetric(orphanDesc, prometheus.CounterValue,
+		c.m.sumSinks(func(s *sinkStats) int64 { return s.rolledBack() }), "xa_branch")
+}
