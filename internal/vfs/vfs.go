@@ -177,3 +177,23 @@ func (OS) RenameNoReplace(oldname, newname string) error {
 	}
 	return nil
 }
+
+// StartWriteback asks the kernel to start writing the bytes [off, off+n)
+// of f to disk without waiting (Linux sync_file_range with
+// SYNC_FILE_RANGE_WRITE), so that a later Sync has less to flush, as
+// RocksDB's and Pebble's bytes-per-sync do. It is a hint: it promises no
+// durability, is a no-op for files other than the OS's, and its errors are
+// ignored.
+func StartWriteback(f File, off, n int64) {
+	osf, ok := f.(*os.File)
+	if !ok || n <= 0 {
+		return
+	}
+	rc, err := osf.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_ = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
+	})
+}

@@ -26,6 +26,10 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	// DefaultFetchMaxBytes is the most data one fetch asks a broker for.
 	DefaultFetchMaxBytes = 16 << 20
+	// DefaultFetchMaxPartitionBytes is the most data one fetch asks for
+	// from one partition (Kafka's own default): fetches stay small enough
+	// that records flow to the sink while the next fetch is on its way.
+	DefaultFetchMaxPartitionBytes = 1 << 20
 	// DefaultClientID is the client id the brokers see.
 	DefaultClientID = "filesink"
 	// defaultProbeInterval: in bounded mode, after this long with nothing

@@ -200,7 +200,7 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 			kgo.KeepControlRecords(),
 			kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 			kgo.FetchMaxBytes(v.FetchMaxBytes),
-			kgo.FetchMaxPartitionBytes(v.FetchMaxBytes),
+			kgo.FetchMaxPartitionBytes(min(v.FetchMaxBytes, DefaultFetchMaxPartitionBytes)),
 		)
 		if s.cl, err = kgo.NewClient(copts...); err != nil {
 			return nil, fmt.Errorf("kafka: new consumer: %w", err)
