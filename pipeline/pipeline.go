@@ -75,6 +75,12 @@ type Config struct {
 	// timing it (the committer.WithHook points mark its later steps). It
 	// must not block.
 	Barrier func(id uint64, final bool)
+	// Committed, if set, is called after each checkpoint's phase 2 (its
+	// files and manifests published) with its id, on the goroutine that
+	// committed it and before the next checkpoint's phase 2; an error
+	// fails the run as a commit error does. For work that must follow a
+	// commit, such as partition-complete markers (filesink.Markers).
+	Committed func(ctx context.Context, id uint64) error
 }
 
 // Progress is a snapshot of a job's totals.
@@ -317,6 +323,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if err == nil {
 				err = coord.Commit(ctx, id)
 			}
+			if err == nil && cfg.Committed != nil {
+				err = cfg.Committed(ctx, id)
+			}
 			if err != nil {
 				return subtaskErr(err)
 			}
@@ -330,6 +339,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			id, err := ph.Decide(ctx)
 			if err == nil {
 				err = coord.Commit(ctx, id)
+			}
+			if err == nil && cfg.Committed != nil {
+				err = cfg.Committed(ctx, id)
 			}
 			if err == nil {
 				committed(id, pos)

@@ -816,3 +816,43 @@ func TestRunPartition(t *testing.T) {
 		t.Fatalf("Run with an out-of-range partition: %v", err)
 	}
 }
+
+// TestRunCommittedHook: Config.Committed sees every checkpoint once, in
+// order, after its phase 2 (the record is decided and its files are
+// visible), and its error fails the run.
+func TestRunCommittedHook(t *testing.T) {
+	root := t.TempDir()
+	e := newEnv(t, vfs.OS{}, root)
+	cfg := e.config(e.sinks(t, 2), gen(1000))
+	cfg.CheckpointEvery = 100
+	var ids []uint64
+	cfg.Committed = func(ctx context.Context, id uint64) error {
+		latest, err := recovery.Latest(ctx, e.store)
+		if err != nil || latest == nil || latest.ID < id {
+			t.Errorf("Committed(%d) before the checkpoint was decided: latest %v, %v", id, latest, err)
+		}
+		ids = append(ids, id)
+		return nil
+	}
+	res, err := pipeline.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		if id != uint64(i+1) {
+			t.Fatalf("Committed saw checkpoints %v, want 1..%d in order", ids, res.Checkpoint)
+		}
+	}
+	if len(ids) != int(res.Checkpoint) {
+		t.Fatalf("Committed saw checkpoints %v, want 1..%d", ids, res.Checkpoint)
+	}
+	// An error from the hook fails the run.
+	e2 := newEnv(t, vfs.OS{}, t.TempDir())
+	cfg2 := e2.config(e2.sinks(t, 1), gen(1000))
+	cfg2.CheckpointEvery = 100
+	boom := errors.New("boom")
+	cfg2.Committed = func(context.Context, uint64) error { return boom }
+	if _, err := pipeline.Run(context.Background(), cfg2); !errors.Is(err, boom) {
+		t.Fatalf("Run with a failing Committed hook: %v, want %v", err, boom)
+	}
+}
