@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -18,8 +19,11 @@ import (
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/async"
+	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/internal/metrics"
+	"github.com/filesink/filesink/internal/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
@@ -108,11 +112,14 @@ type runFlags struct {
 	mysql                                                        mysqlFlags
 	http                                                         httpFlags
 	guarantee                                                    string
+	config, metricsAddr                                          string
+
+	metrics *metrics.Metrics // nil without --metrics-addr
 }
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal) error {
 	var f runFlags
-	fs := newFlagSet("run", runSynopsis, stderr)
+	fs := newFlagSet("run", runSynopsis+"\n\n"+configHelp, stderr)
 	fs.StringVar(&f.source, "source", "", "source `URI` (required): file://DIR, DIR, gen://?count=N, kafka://HOST:PORT/TOPIC, -")
 	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT, OUT, s3://BUCKET/PREFIX, mysql://USER:PASS@tcp(HOST:PORT)/DB or http(s)://HOST:PORT/PATH")
 	fs.StringVar(&f.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink, s3://BUCKET/PREFIX/_filesink; required with a mysql:// sink)")
@@ -144,7 +151,15 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	f.mysql.register(fs)
 	f.http.register(fs)
 	fs.StringVar(&f.guarantee, "guarantee", "", "delivery guarantee: exactly-once (file, s3, mysql sinks: the default and only one), at-least-once (http sinks: the default) or at-most-once (http sinks)")
+	fs.StringVar(&f.config, "config", "", "read settings from the YAML `FILE` (keys: flag names; see Settings above); default: FILESINK_CONFIG")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://`HOST:PORT`/metrics, and /healthz and /readyz "+
+		"(ready: recovered, and a checkpoint completed within 3 x --checkpoint-interval); default: off")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cmdline := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { cmdline[fl.Name] = true })
+	if err := applySettings(fs, cmdline, f.config); err != nil {
 		return err
 	}
 	if f.source == "" || f.sink == "" {
@@ -155,6 +170,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {
 		return err
+	}
+	if f.metricsAddr != "" {
+		f.metrics = metrics.New(metrics.Options{CheckpointInterval: f.interval})
 	}
 	var job *job
 	if isHTTP(f.sink) {
@@ -179,6 +197,16 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 			return err
 		}
 		defer unlock()
+	}
+	if f.metrics != nil {
+		// Before recovery: /healthz answers and /readyz says "recovering"
+		// while it runs.
+		srv, err := f.metrics.Serve(f.metricsAddr, log)
+		if err != nil {
+			return fmt.Errorf("run: --metrics-addr %s: %w", f.metricsAddr, err)
+		}
+		defer srv.Close()
+		log.Info("serving metrics", "addr", srv.Addr().String(), "paths", "/metrics /healthz /readyz")
 	}
 	if job.mysqlSink {
 		// After the lock: the job id may be kept in the state directory.
@@ -224,6 +252,14 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	}
 	prog := newProgress(stderr, f.progress, f.source)
 	job.cfg.Progress = prog.update
+	if m := f.metrics; m != nil {
+		for i, s := range job.cfg.Sinks {
+			job.cfg.Sinks[i] = m.WrapSink(s)
+		}
+		job.cfg.Progress = func(p pipeline.Progress) { prog.update(p); m.Progress(p) }
+		job.cfg.Barrier = m.Barrier
+		job.cfg.CommitterOptions = append(job.cfg.CommitterOptions, committer.WithHook(m.Hook))
+	}
 	res, err := pipeline.Run(ctx, job.cfg)
 	prog.finish()
 	if err != nil {
@@ -354,6 +390,9 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 			if err != nil {
 				return nil, err
 			}
+			if f.metrics != nil {
+				return f.metrics.WrapKafka(s), nil
+			}
 			return s, nil
 		}
 	} else {
@@ -388,9 +427,18 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	if err := refuseHTTPFlags(set); err != nil {
 		return nil, err
 	}
-	t, err := openTarget(ctx, f.sink, &f.s3, log, true)
+	tlog := log
+	if f.metrics != nil {
+		tlog = slog.New(f.metrics.LogHandler(log.Handler())) // counts the orphans an S3 sweep deletes
+	}
+	t, err := openTarget(ctx, f.sink, &f.s3, tlog, true)
 	if err != nil {
 		return nil, err
+	}
+	if f.metrics != nil && t.local != "" {
+		// Counts the orphaned staging files a sweep deletes.
+		t.backend = localfs.New(f.metrics.CountingFS(vfs.OS{}), t.local)
+		t.dead = localfs.New(f.metrics.CountingFS(vfs.OS{}), filepath.Join(t.local, "_dead-letter"))
 	}
 	stateURI := f.state
 	if stateURI == "" {

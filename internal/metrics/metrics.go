@@ -138,7 +138,7 @@ func New(opts Options) *Metrics {
 		counter("filesink_commit_retries_total", "Phase-2 commit attempts that failed with a retryable error; the coordinator "+
 			"retries them with backoff, and fails the job when the attempts run out.",
 			func() float64 { return float64(m.retries.Load()) }),
-		gauge("filesink_last_checkpoint_id", "Id of the last checkpoint completed (or restored at start; 0: none).",
+		gauge("filesink_last_checkpoint_id", "Id of the last checkpoint completed in this run (0: none yet).",
 			func() float64 { m.mu.Lock(); defer m.mu.Unlock(); return float64(m.lastID) }),
 		gauge("filesink_last_checkpoint_timestamp_seconds", "Unix time at which the last checkpoint completed in this run (0: none yet).",
 			func() float64 {
@@ -240,16 +240,6 @@ func (m *Metrics) Hook(point string) error {
 		m.begun = time.Time{}
 	}
 	return nil
-}
-
-// Restored records the checkpoint restored at start (0: a fresh start),
-// for filesink_last_checkpoint_id before the first checkpoint of the run.
-func (m *Metrics) Restored(id uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lastAt.IsZero() {
-		m.lastID = id
-	}
 }
 
 // Ready reports whether the job is ready: recovered, and a checkpoint
