@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/async"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/pipeline"
@@ -22,7 +23,8 @@ type sinkStats struct {
 	pending        atomic.Int64 // committables prepared, not yet committed
 	restored       atomic.Bool  // Restore ran: later commits are of this run's committables
 
-	bad, committed, rolledBack func() int64 // the sink's own counters (0 if it has none)
+	// The sink's own counters (0 if it has none).
+	bad, committed, rolledBack, acked, dropped func() int64
 }
 
 func zero() int64 { return 0 }
@@ -34,7 +36,7 @@ func zero() int64 { return 0 }
 // phase 1 with the next records) and a committer.CheckpointCommitter.
 // Call it before the run starts.
 func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
-	st := &sinkStats{bad: zero, committed: zero, rolledBack: zero}
+	st := &sinkStats{bad: zero, committed: zero, rolledBack: zero, acked: zero, dropped: zero}
 	var open func() int
 	switch v := s.(type) {
 	case *filesink.Writer:
@@ -42,6 +44,8 @@ func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
 		open = v.OpenBuckets // not safe for concurrent use: sampled on the writer's goroutine
 	case *mysqlxa.Sink:
 		st.rolledBack = v.Stats().RolledBack.Load
+	case *async.Sink:
+		st.acked, st.dropped = v.Stats().Acked.Load, v.Stats().Dropped.Load
 	}
 	m.mu.Lock()
 	m.sinks = append(m.sinks, st)
