@@ -172,7 +172,11 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		return err
 	}
 	if f.metricsAddr != "" {
-		f.metrics = metrics.New(metrics.Options{CheckpointInterval: f.interval})
+		interval := f.interval
+		if interval == 0 {
+			interval = pipeline.DefaultCheckpointInterval // as pipeline.Run reads 0
+		}
+		f.metrics = metrics.New(metrics.Options{CheckpointInterval: interval})
 	}
 	var job *job
 	if isHTTP(f.sink) {

@@ -19,5 +19,5 @@
 //
 // # Metrics
 //
-// See the Help texts in [New], or docs/operations.md.
+// See the Help texts in [New], and the README's "Metrics and health".
 package metrics
