@@ -35,7 +35,11 @@ const (
 
 // DefaultRowGroupBytes is the row group size when neither RowGroupRows nor
 // RowGroupBytes is set: the memory of the Arrow builders of one row group.
-const DefaultRowGroupBytes = 64 << 20
+// A quarter of filesink.DefaultBufferBudget, so that a busy bucket's two
+// row groups (one being encoded while the next is built) and its buffers
+// fit in the default budget: larger row groups make the filesink.Writer
+// flush them, on the caller's goroutine, to stay within it.
+const DefaultRowGroupBytes = filesink.DefaultBufferBudget / 4
 
 // Options configure a bulk format. The zero value is valid: Snappy for
 // Parquet (no compression for Arrow IPC), row groups of
