@@ -125,12 +125,19 @@ func (c *converter) add(rec []byte) error {
 				}
 				idx = root.lookup(key, guess)
 			}
-			p.ws()
-			if p.i >= len(rec) || rec[p.i] != ':' {
-				return syntaxErr(p, "expected ':' after key")
+			// Compact JSON (no white space) goes straight on.
+			if p.i < len(rec) && rec[p.i] == ':' {
+				p.i++
+			} else {
+				p.ws()
+				if p.i >= len(rec) || rec[p.i] != ':' {
+					return syntaxErr(p, "expected ':' after key")
+				}
+				p.i++
 			}
-			p.i++
-			p.ws()
+			if p.i < len(rec) && rec[p.i] <= ' ' {
+				p.ws()
+			}
 			if idx < 0 {
 				if err := p.skip(1); err != nil {
 					return err
@@ -155,13 +162,17 @@ func (c *converter) add(rec []byte) error {
 					sl.s0, sl.s1 = start, p.i
 				}
 			}
-			p.ws()
+			if p.i < len(rec) && rec[p.i] <= ' ' {
+				p.ws()
+			}
 			if p.i >= len(rec) {
 				return syntaxErr(p, "unexpected end of input in object")
 			}
 			if rec[p.i] == ',' {
 				p.i++
-				p.ws()
+				if p.i < len(rec) && rec[p.i] <= ' ' {
+					p.ws()
+				}
 				continue
 			}
 			if rec[p.i] == '}' {
@@ -247,6 +258,13 @@ func (c *converter) scalar(p *parser, n *node, sl *slot) error {
 			}
 			return syntaxErr(p, "unexpected character")
 		}
+		if v, ok := p.shortInt(); ok {
+			if n.kind == kInt32 && (v < math.MinInt32 || v > math.MaxInt32) {
+				return fieldErr(n, "%d overflows %s", v, typeNames[n.kind])
+			}
+			sl.i = v
+			return nil
+		}
 		s, e, isInt, err := p.number()
 		if err != nil {
 			return err
@@ -266,6 +284,12 @@ func (c *converter) scalar(p *parser, n *node, sl *slot) error {
 		s, e, _, err := p.number()
 		if err != nil {
 			return err
+		}
+		if n.kind == kFloat64 {
+			if f, ok := exactFloat64(p.b[s:e]); ok {
+				sl.f = f
+				return nil
+			}
 		}
 		bits := 64
 		if n.kind == kFloat32 {
@@ -321,6 +345,10 @@ func (c *converter) scalar(p *parser, n *node, sl *slot) error {
 	case kTimestamp:
 		switch {
 		case ch == '-' || ch >= '0' && ch <= '9':
+			if v, ok := p.shortInt(); ok {
+				sl.i = v
+				return nil
+			}
 			s, e, isInt, err := p.number()
 			if err != nil {
 				return err

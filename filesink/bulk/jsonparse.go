@@ -3,6 +3,7 @@ package bulk
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf16"
@@ -249,12 +250,14 @@ const (
 	highs = 0x8080808080808080
 )
 
-// special reports, for 8 bytes at once, whether any is '"', '\\', a
-// control character (< 0x20) or not ASCII (>= 0x80).
-func special(x uint64) bool {
+// specials flags, for 8 bytes at once, the bytes that are '"', '\\', a
+// control character (< 0x20) or not ASCII (>= 0x80) with their high bit.
+// The lowest flagged byte is the first special one (bytes above it may be
+// flagged wrongly, through a borrow).
+func specials(x uint64) uint64 {
 	q := x ^ (ones * '"')
 	bs := x ^ (ones * '\\')
-	return ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x|x)&highs != 0
+	return ((q-ones)&^q | (bs-ones)&^bs | (x-ones*0x20)&^x | x) & highs
 }
 
 // str scans the string starting at p.i (which must be '"') and returns
@@ -270,7 +273,11 @@ func (p *parser) str() (s, e int, esc bool, err error) {
 	i := p.i
 	high := false
 	for {
-		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
+		for i+8 <= len(b) {
+			if m := specials(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
 		}
 		if i >= len(b) {
@@ -528,6 +535,118 @@ func (p *parser) skip(depth int) error {
 		}
 	}
 	return syntaxErr(p, "unexpected character "+strconv.QuoteRune(rune(p.b[p.i])))
+}
+
+// float64pow10 are the powers of ten a float64 holds exactly.
+var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// exactFloat64 converts a JSON number (validated) whose significant
+// digits fit in 53 bits and whose decimal exponent is within ±22, the
+// common case, without strconv: the digits and the power of ten are then
+// exact float64s, and one IEEE multiplication or division rounds their
+// product correctly (Clinger's fast path, as strconv.ParseFloat's own).
+// ok is false for any other number.
+func exactFloat64(b []byte) (float64, bool) {
+	neg := b[0] == '-'
+	i := 0
+	if neg {
+		i++
+	}
+	var mant uint64
+	nd := 0  // significant digits in mant
+	exp := 0 // value = mant × 10^exp
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		if nd == 0 && b[i] == '0' {
+			continue
+		}
+		if nd == 19 {
+			return 0, false
+		}
+		mant = mant*10 + uint64(b[i]-'0')
+		nd++
+	}
+	if i < len(b) && b[i] == '.' {
+		for i++; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			if nd == 0 && b[i] == '0' {
+				exp--
+				continue
+			}
+			if nd == 19 {
+				return 0, false
+			}
+			mant = mant*10 + uint64(b[i]-'0')
+			nd++
+			exp--
+		}
+	}
+	if i < len(b) {
+		// An exponent: e, E, sign and digits.
+		i++
+		eneg := false
+		if b[i] == '+' || b[i] == '-' {
+			eneg = b[i] == '-'
+			i++
+		}
+		e := 0
+		for ; i < len(b); i++ {
+			if e > 1000 {
+				return 0, false
+			}
+			e = e*10 + int(b[i]-'0')
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	if mant>>53 != 0 {
+		return 0, false
+	}
+	f := float64(mant)
+	if neg {
+		f = -f
+	}
+	switch {
+	case mant == 0 || exp == 0:
+		return f, true
+	case exp > 0 && exp <= 22:
+		return f * float64pow10[exp], true
+	case exp < 0 && exp >= -22:
+		return f / float64pow10[-exp], true
+	}
+	return 0, false
+}
+
+// shortInt scans, in one pass, a JSON integer of at most 18 digits at
+// p.i (the common case, which cannot overflow int64). ok is false, and
+// p.i unchanged, for anything else (fractions, exponents, longer or
+// invalid numbers), which number and parseInt then handle.
+func (p *parser) shortInt() (v int64, ok bool) {
+	b := p.b
+	i := p.i
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	s := i
+	var u int64
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' && i-s < 18 {
+		u = u*10 + int64(b[i]-'0')
+		i++
+	}
+	switch {
+	case i == s, i-s > 1 && b[s] == '0':
+		return 0, false // no digit, or a leading zero: number says why
+	case i < len(b):
+		if c := b[i]; c == '.' || c == 'e' || c == 'E' || c >= '0' && c <= '9' {
+			return 0, false
+		}
+	}
+	p.i = i
+	if neg {
+		u = -u
+	}
+	return u, true
 }
 
 // parseInt parses a JSON integer (already validated); ok is false on

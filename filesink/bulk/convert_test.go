@@ -1,0 +1,58 @@
+package bulk
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// exactFloat64 agrees with strconv.ParseFloat, bit for bit, on every
+// number it accepts, and accepts the common ones.
+func TestExactFloat64(t *testing.T) {
+	check := func(s string) bool {
+		t.Helper()
+		want, err := strconv.ParseFloat(s, 64)
+		got, ok := exactFloat64([]byte(s))
+		if !ok {
+			return false
+		}
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Errorf("%s: %v (%x), strconv %v (%x, %v)", s, got, math.Float64bits(got), want, math.Float64bits(want), err)
+		}
+		return true
+	}
+	for _, s := range []string{"0", "-0", "0.0", "-0.0", "1", "-1", "0.1", "0.3", "1.5", "123.456", "-99.99", "1e22", "1e23",
+		"1e-22", "1e-23", "9007199254740992", "9007199254740993", "0.000001", "1E5", "1e+5", "2.5E-3", "0e999", "-0e-999",
+		"123456789012345678", "1234567890123456789", "12345678901234567890", "0.0000000000000000000000001", "4.35e-5",
+		"17976931348623157e292", "1.7976931348623157e308", "5e-324", "100000000000000000000000", "0.1e1", "10e-1"} {
+		check(s)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	accepted := 0
+	const n = 200000
+	for i := 0; i < n; i++ {
+		var f float64
+		switch i % 4 {
+		case 0:
+			f = rng.Float64() * 1000
+		case 1:
+			f = float64(rng.IntN(1e6)) / 100
+		case 2:
+			f = math.Float64frombits(rng.Uint64())
+		default:
+			f = (rng.Float64() - 0.5) * math.Pow(10, float64(rng.IntN(40)-20))
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			continue
+		}
+		for _, s := range []string{strconv.FormatFloat(f, 'f', -1, 64), strconv.FormatFloat(f, 'e', -1, 64), strconv.FormatFloat(f, 'g', rng.IntN(17)+1, 64)} {
+			if check(s) {
+				accepted++
+			}
+		}
+	}
+	if accepted < n/2 {
+		t.Errorf("the fast path took %d of %d numbers", accepted, 3*n)
+	}
+}
