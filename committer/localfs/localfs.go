@@ -381,16 +381,48 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 		}
 		keepSet[r.Staging] = true
 	}
-	return b.walk(ctx, "", func(rel string, _ fs.DirEntry) error {
+	err := b.walk(ctx, "", func(rel string, _ fs.DirEntry) error {
 		base := path.Base(rel)
-		if !strings.HasPrefix(base, "."+namespace) || !strings.HasSuffix(base, StagingSuffix) || keepSet[rel] {
+		// Part files of this namespace, and the temporary files of
+		// marker puts (PutFile) that a crash interrupted.
+		stale := strings.HasPrefix(base, "."+namespace) && strings.HasSuffix(base, StagingSuffix) && !keepSet[rel] ||
+			strings.HasPrefix(base, tmpPrefix) && strings.HasSuffix(base, "-_SUCCESS")
+		if !stale {
 			return nil
 		}
-		if err := b.fs.Remove(b.abs(rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("localfs: sweep %s: %w", b.abs(rel), err)
-		}
-		return b.fs.SyncDir(filepath.Dir(b.abs(rel)))
+		return b.remove(b.abs(rel))
 	})
+	if err != nil {
+		return err
+	}
+	// Temporary files of this namespace's interrupted manifest puts.
+	dir := filepath.Join(b.root, committer.MetaDir, "manifests")
+	ents, err := b.fs.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("localfs: sweep %s: %w", dir, err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); strings.HasPrefix(n, tmpPrefix) && strings.HasSuffix(n, "-"+strings.TrimSuffix(namespace, "-")+".json") {
+			if err := b.remove(filepath.Join(dir, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tmpPrefix starts the names of the temporary files of PutMeta and PutFile.
+const tmpPrefix = ".tmp-"
+
+// remove deletes name (gone already is fine) and syncs its directory.
+func (b *Backend) remove(name string) error {
+	if err := b.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("localfs: sweep %s: %w", name, err)
+	}
+	return b.fs.SyncDir(filepath.Dir(name))
 }
 
 // Walk calls fn for every file under the output directory, skipping

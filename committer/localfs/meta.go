@@ -79,7 +79,7 @@ func (b *Backend) put(ctx context.Context, full string, data []byte) error {
 	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(rnd[:])+"-"+filepath.Base(full))
+	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:])+"-"+filepath.Base(full))
 	if err := vfs.WriteFileSync(b.fs, tmp, data); err != nil {
 		_ = b.fs.Remove(tmp)
 		return fmt.Errorf("localfs: write %s: %w", full, err)

@@ -86,3 +86,35 @@ func TestMetaStore(t *testing.T) {
 		t.Errorf("OpenFile read %q", data)
 	}
 }
+
+// TestSweepRemovesInterruptedPuts: the temporary files that a crash left
+// in the middle of PutMeta (this namespace's manifests only) and PutFile
+// (markers) are removed by the sweep.
+func TestSweepRemovesInterruptedPuts(t *testing.T) {
+	root := t.TempDir()
+	b := New(vfs.OS{}, root)
+	mdir := filepath.Join(root, committer.MetaDir, "manifests")
+	files := map[string]bool{ // name -> removed by Sweep("part-0-")
+		filepath.Join(mdir, ".tmp-0a1b-00000000000000000002-part-0.json"): true,
+		filepath.Join(mdir, ".tmp-0a1c-00000000000000000002-part-1.json"): false, // another writer's
+		filepath.Join(mdir, "00000000000000000001-part-0.json"):           false,
+		filepath.Join(root, "2026-12-01--10", ".tmp-0a1d-_SUCCESS"):       true,
+		filepath.Join(root, "2026-12-01--10", "_SUCCESS"):                 false,
+		filepath.Join(root, "2026-12-01--10", "part-0-r-1.jsonl"):         false,
+	}
+	for name := range files {
+		os.MkdirAll(filepath.Dir(name), 0o755)
+		if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sweep(t.Context(), "part-0-", nil); err != nil {
+		t.Fatal(err)
+	}
+	for name, removed := range files {
+		_, err := os.Stat(name)
+		if gone := errors.Is(err, fs.ErrNotExist); gone != removed {
+			t.Errorf("%s: removed=%v, want %v", name, gone, removed)
+		}
+	}
+}
