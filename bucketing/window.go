@@ -87,3 +87,24 @@ func (a *eventTime) BucketTime(record []byte) (string, time.Time, error) {
 	}
 	return s, t, nil
 }
+
+// HasWindows reports whether a is a time assigner whose bucket paths can
+// be read back into time ranges (its layout has a year and round-trips).
+func HasWindows(a Assigner) bool {
+	var f *timeFormat
+	switch a := a.(type) {
+	case *dateTime:
+		f = &a.f
+	case *eventTime:
+		f = &a.f
+	default:
+		return false
+	}
+	probe := time.Date(2026, 6, 15, 10, 30, 45, 0, time.UTC)
+	p, err := f.format(probe)
+	if err != nil {
+		return false
+	}
+	start, end, ok := f.window(p)
+	return ok && !probe.Before(start) && probe.Before(end)
+}

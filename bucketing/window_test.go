@@ -45,3 +45,20 @@ func TestWindow(t *testing.T) {
 		t.Errorf("BucketTime = %q, %v, %v", bt, at, err)
 	}
 }
+
+func TestHasWindows(t *testing.T) {
+	for _, c := range []struct {
+		a    Assigner
+		want bool
+	}{
+		{DateTime("", nil), true},
+		{EventTime("ts", "dt=2006-01-02/hour=15", nil), true},
+		{DateTime("15", nil), false},
+		{Field("country"), false},
+		{BasePath(), false},
+	} {
+		if got := HasWindows(c.a); got != c.want {
+			t.Errorf("HasWindows(%v) = %v, want %v", c.a, got, c.want)
+		}
+	}
+}

@@ -104,7 +104,8 @@ type runFlags struct {
 	memLimit                                                     string
 	interval, rollover, inactivity                               time.Duration
 	parallelism, retain                                          int
-	csvHeader, rollOnCheckpoint, bounded                         bool
+	csvHeader, rollOnCheckpoint, bounded, successFile            bool
+	lateness                                                     time.Duration
 	checkpointEvery                                              int64
 	start                                                        string
 	s3                                                           s3Flags
@@ -142,6 +143,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		"more than they report; none for row formats), none, or a SIZE; the GOMEMLIMIT environment variable overrides it")
 	fs.StringVar(&f.csvColumns, "csv-columns", "", "CSV: comma-separated column order (default: each record's sorted keys)")
 	fs.BoolVar(&f.csvHeader, "csv-header", false, "CSV: write a header row in every part file (needs --csv-columns)")
+	fs.BoolVar(&f.successFile, "success-file", false, "write BUCKET/_SUCCESS, listing the bucket's files, once a time bucket's range plus --allowed-lateness is over (event-time watermark with eventtime buckets, processing time with datetime) and all its files are committed")
+	fs.DurationVar(&f.lateness, "allowed-lateness", 0, "with --success-file: how long after a bucket's end records may still arrive")
 	fs.StringVar(&f.onBad, "on-bad-record", "fail", "fail: stop with an error naming the record; skip: write it to OUT/_dead-letter and go on")
 	fs.IntVar(&f.retain, "retain", recovery.DefaultRetain, "checkpoint records to keep")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -547,6 +550,9 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		j.writers = append(j.writers, w)
 		j.cfg.Sinks = append(j.cfg.Sinks, w)
 	}
+	if err := f.markers(j, be, assigner, log, set); err != nil {
+		return nil, err
+	}
 	j.cfg.TickInterval = min(max(time.Second, min(nonZero(f.rollover), nonZero(f.inactivity))/10), 10*time.Second)
 	if t.bucket != "" {
 		// Tail objects of older checkpoints outlive their commit: clean up
@@ -554,6 +560,36 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		j.cfg.CommitterOptions = append(j.cfg.CommitterOptions, committer.WithSweepEvery(10))
 	}
 	return j, nil
+}
+
+// markers sets up the partition-complete markers of --success-file.
+func (f *runFlags) markers(j *job, be committer.Backend, assigner bucketing.Assigner, log *slog.Logger, set map[string]bool) error {
+	if !f.successFile {
+		if set["allowed-lateness"] {
+			return usageError("run: --allowed-lateness applies with --success-file only")
+		}
+		return nil
+	}
+	win, ok := assigner.(bucketing.Windowed)
+	if !ok {
+		return usageError("run: --success-file needs time buckets (--bucket datetime:LAYOUT or eventtime:FIELD:LAYOUT), not --bucket %q", f.bucket)
+	}
+	if f.lateness < 0 {
+		return usageError("run: --allowed-lateness %v is negative", f.lateness)
+	}
+	if !bucketing.HasWindows(assigner) {
+		return usageError("run: --success-file: the layout of --bucket %q cannot be read back into a time range (it needs a year, as in 2006-01-02--15)", f.bucket)
+	}
+	_, eventTime := assigner.(bucketing.EventTimed)
+	m := &filesink.Markers{Output: be, Assigner: win, Lateness: f.lateness, EventTime: eventTime, Prefix: f.prefix, Log: log}
+	j.cfg.Committed = func(ctx context.Context, id uint64) error {
+		rec, err := j.cfg.Store.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		return m.Checkpointed(ctx, rec)
+	}
+	return nil
 }
 
 func nonZero(d time.Duration) time.Duration {
