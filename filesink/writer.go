@@ -77,6 +77,15 @@ func WithRunID(id string) Option { return func(w *Writer) { w.runID = id } }
 // same protocol (exactly once) instead of failing the write.
 func WithDeadLetter(dl committer.Backend) Option { return func(w *Writer) { w.dl = dl } }
 
+// WithPublishOnRoll makes the writer publish a part file as soon as it
+// rolls, without waiting for the checkpoint that covers it: records become
+// visible sooner, but the guarantee is at-least-once. After a crash, the
+// records since the last checkpoint come again from the source, and those
+// already in a file published early are then written twice. The part is
+// still handed to the next checkpoint (its commit there is a verified
+// no-op), so its manifest lists it.
+func WithPublishOnRoll() Option { return func(w *Writer) { w.publishOnRoll = true } }
+
 // WithDenseOrigins tells the writer that every input of its source numbers
 // its records without gaps from start (source.Origin.Num: the lines of a
 // file from 1, the generator's ids from 0; not Kafka offsets). The commit
@@ -117,6 +126,8 @@ type Writer struct {
 	log     *slog.Logger
 	runID   string
 	dense   *int64 // WithDenseOrigins
+	// publishOnRoll: WithPublishOnRoll.
+	publishOnRoll bool
 	// eventTimed is the assigner when it reads event times; recTime is
 	// the event time of the record being written.
 	eventTimed bucketing.EventTimed
@@ -620,6 +631,11 @@ func (w *Writer) closeInBackground(ctx context.Context, b *bucket) {
 		}
 		defer func() { <-w.closers }()
 		c.pending, c.err = p.pw.CloseForCommit(ctx)
+		if c.err == nil && w.publishOnRoll {
+			// At-least-once: visible now; the next checkpoint commits it
+			// again, which finds it published.
+			c.err = w.backendOf(c.key.dl).Commit(ctx, c.pending)
+		}
 	}()
 }
 

@@ -20,10 +20,11 @@ func TestGuaranteeFlag(t *testing.T) {
 		want            string // "" : accepted (exit 0 on an empty bounded source)
 	}{
 		{out, "exactly-once", ""},
-		{out, "at-least-once", "supports exactly-once only"},
-		{out, "at-most-once", "supports exactly-once only"},
-		{"s3://bucket/p", "at-least-once", "supports exactly-once only"},
-		{"mysql://root@tcp(127.0.0.1:1)/test", "at-most-once", "mysql:// sink supports exactly-once only"},
+		{out, "at-least-once", ""}, // parts published as they roll
+		{out, "at-most-once", "supports exactly-once (two-phase commit) and at-least-once"},
+		{"s3://bucket/p", "at-most-once", "at-most-once is for http(s):// sinks"},
+		{"mysql://root@tcp(127.0.0.1:1)/test", "at-least-once", "mysql:// sink supports exactly-once (two-phase commit) only"},
+		{"mysql://root@tcp(127.0.0.1:1)/test", "at-most-once", "mysql:// sink supports exactly-once (two-phase commit) only"},
 		{"http://127.0.0.1:1/in", "exactly-once", "gives at-least-once"},
 		{"http://127.0.0.1:1/in", "twice", "must be exactly-once, at-least-once or at-most-once"},
 	} {
@@ -119,4 +120,20 @@ func TestHTTPSinkClientErrorAndSecrets(t *testing.T) {
 			t.Errorf("output contains %q:\n%s", secret, r.stderr)
 		}
 	}
+}
+
+// TestFileSinkAtLeastOnce: --guarantee at-least-once publishes part files
+// as they roll; without a crash every record is there once and the
+// output passes verify.
+func TestFileSinkAtLeastOnce(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "out")
+	const n = 20000
+	mustRun(t, "run", "--source", fmt.Sprintf("gen://?count=%d", n), "--sink", out, "--guarantee", "at-least-once",
+		"--part-size", "256KiB", "--checkpoint-records", "5000")
+	checkExactlyOnce(t, outputLines(t, out), genLines(t, fmt.Sprintf("gen://?count=%d", n)))
+	if files := scanOutput(t, out).files; len(files) < 4 {
+		t.Errorf("%d files, want several (256 KiB parts)", len(files))
+	}
+	mustRun(t, "verify", "--deep", "--sink", out)
 }

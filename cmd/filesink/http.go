@@ -51,8 +51,9 @@ func refuseHTTPFlags(set map[string]bool) error {
 	return nil
 }
 
-// guaranteeOf checks --guarantee against the sink: file, S3 and MySQL sinks
-// are exactly-once only, an HTTP sink is at-least-once (default) or
+// guaranteeOf checks --guarantee against the sink: file and S3 sinks are
+// exactly-once (default) or at-least-once (parts published as they roll),
+// MySQL sinks exactly-once only, an HTTP sink at-least-once (default) or
 // at-most-once. Asking for what a sink cannot give is a usage error.
 func guaranteeOf(sink, g string) (async.Guarantee, error) {
 	http := isHTTP(sink)
@@ -70,8 +71,12 @@ func guaranteeOf(sink, g string) (async.Guarantee, error) {
 		}
 		return 0, nil
 	case "at-least-once", "at-most-once":
+		if g == "at-least-once" && !http && !isMySQL(sink) {
+			return async.AtLeastOnce, nil // files published as they roll (filesink.WithPublishOnRoll)
+		}
 		if !http {
-			return 0, usageError("run: --guarantee %s: %s supports exactly-once only (two-phase commit); at-least-once and at-most-once are for http(s):// sinks", g, kind)
+			return 0, usageError("run: --guarantee %s: %s supports exactly-once (two-phase commit)%s; at-most-once is for http(s):// sinks", g, kind,
+				map[bool]string{true: " only", false: " and at-least-once (files published as they roll)"}[isMySQL(sink)])
 		}
 		if g == "at-most-once" {
 			return async.AtMostOnce, nil

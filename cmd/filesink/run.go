@@ -69,9 +69,13 @@ Sinks:
                          is sent as basic auth and never logged
 
 Delivery guarantees (--guarantee; asking for one a sink lacks is an error):
-  exactly-once           file, S3 and MySQL sinks (their default and only guarantee): two-phase
+  exactly-once           file, S3 and MySQL sinks (their default; MySQL's only one): two-phase
                          commit, records visible only when their checkpoint is decided
-  at-least-once          http(s) sinks (their default): a checkpoint completes only when the
+  at-least-once          file and S3 sinks: each part file is published as soon as it rolls,
+                         without waiting for its checkpoint (lower latency); after a crash the
+                         records since the last checkpoint are written again, so those already
+                         in a file published early appear twice
+                         http(s) sinks (their default): a checkpoint completes only when the
                          receiver acknowledged every batch before it; after a crash the records
                          since the last checkpoint are sent again, with the same Idempotency-Key
                          (a receiver that applies each key once sees every record once; a batch
@@ -153,7 +157,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	f.s3.register(fs, true)
 	f.mysql.register(fs)
 	f.http.register(fs)
-	fs.StringVar(&f.guarantee, "guarantee", "", "delivery guarantee: exactly-once (file, s3, mysql sinks: the default and only one), at-least-once (http sinks: the default) or at-most-once (http sinks)")
+	fs.StringVar(&f.guarantee, "guarantee", "", "delivery guarantee: exactly-once (file, s3, mysql sinks: the default), at-least-once (file and s3 sinks: parts published as they roll; http sinks: the default) or at-most-once (http sinks)")
 	fs.StringVar(&f.config, "config", "", "read settings from the YAML `FILE` (keys: flag names; see Settings above); default: FILESINK_CONFIG")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://`HOST:PORT`/metrics, and /healthz and /readyz "+
 		"(ready: recovered, and a checkpoint completed within 3 x --checkpoint-interval); default: off")
@@ -539,6 +543,9 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		}
 		if dl != nil {
 			opts = append(opts, filesink.WithDeadLetter(dl))
+		}
+		if f.guarantee == "at-least-once" {
+			opts = append(opts, filesink.WithPublishOnRoll())
 		}
 		if start, ok := denseOrigins(f.source); ok {
 			opts = append(opts, filesink.WithDenseOrigins(start))
