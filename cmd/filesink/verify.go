@@ -26,8 +26,8 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 Audits the output from its files and commit manifests (OUT/_filesink/manifests):
 every visible file is listed in exactly one manifest with its size and
 CRC-32C, no listed file is missing, and the source ranges of all manifests
-have no overlap (a duplicate) and, for files, stdin and the generator, no
-gap (a loss). --deep also re-reads every file and recounts its records.
+have no overlap (a duplicate) and, for the generator (whose record ids have
+no gaps, unlike line numbers or Kafka offsets), no gap (a loss). --deep also re-reads every file and recounts its records.
 
 When the checkpoint store is there (--state, default OUT/_filesink), also
 checks the output against the retained checkpoint records: every committed
