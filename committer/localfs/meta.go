@@ -24,9 +24,8 @@ var (
 )
 
 func (b *Backend) metaPath(name string) (string, error) {
-	clean := path.Clean(name)
-	if name == "" || clean != name || path.IsAbs(name) || clean == "." || strings.HasPrefix(clean, "../") || clean == ".." {
-		return "", fmt.Errorf("localfs: invalid metadata name %q", name)
+	if err := committer.CheckMetaName(name); err != nil {
+		return "", fmt.Errorf("localfs: %w", err)
 	}
 	return filepath.Join(b.root, committer.MetaDir, filepath.FromSlash(name)), nil
 }
@@ -45,23 +44,10 @@ func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	return b.put(ctx, full, data)
 }
 
-// checkHidden accepts DIR/_NAME (or _NAME): a hidden file in a directory
-// where part files may be.
-func checkHidden(target string) error {
-	dir, base := path.Split(target)
-	if base == "" || base[0] != '_' || strings.ContainsAny(base, "\\\x00") {
-		return fmt.Errorf("localfs: invalid hidden file name %q", target)
-	}
-	if dir == "" {
-		return nil
-	}
-	return checkTarget(strings.TrimSuffix(dir, "/"))
-}
-
 // PutFile implements committer.MetaStore: see put.
 func (b *Backend) PutFile(ctx context.Context, target string, data []byte) error {
-	if err := checkHidden(target); err != nil {
-		return err
+	if err := committer.CheckHiddenName(target, checkTarget); err != nil {
+		return fmt.Errorf("localfs: %w", err)
 	}
 	return b.put(ctx, b.abs(target), data)
 }

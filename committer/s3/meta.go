@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
-	"path"
 	"slices"
 	"strings"
 
@@ -25,9 +24,8 @@ var (
 
 // metaKey is the object key of a metadata name.
 func (b *Backend) metaKey(name string) (string, error) {
-	clean := path.Clean(name)
-	if name == "" || clean != name || path.IsAbs(name) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("s3: invalid metadata name %q", name)
+	if err := committer.CheckMetaName(name); err != nil {
+		return "", fmt.Errorf("s3: %w", err)
 	}
 	return b.key(committer.MetaDir + "/" + name), nil
 }
@@ -46,23 +44,10 @@ func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	return b.put(ctx, key, data)
 }
 
-// checkHidden accepts DIR/_NAME (or _NAME): a hidden file in a directory
-// where part files may be.
-func checkHidden(target string) error {
-	dir, base := path.Split(target)
-	if base == "" || base[0] != '_' || strings.ContainsAny(base, "\\\x00") {
-		return fmt.Errorf("s3: invalid hidden file name %q", target)
-	}
-	if dir == "" {
-		return nil
-	}
-	return checkTarget(strings.TrimSuffix(dir, "/"))
-}
-
 // PutFile implements committer.MetaStore, as PutMeta does.
 func (b *Backend) PutFile(ctx context.Context, target string, data []byte) error {
-	if err := checkHidden(target); err != nil {
-		return err
+	if err := committer.CheckHiddenName(target, checkTarget); err != nil {
+		return fmt.Errorf("s3: %w", err)
 	}
 	return b.put(ctx, b.key(target), data)
 }
