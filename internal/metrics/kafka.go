@@ -17,6 +17,7 @@ import (
 type kafkaSource struct {
 	*kafka.Source
 	pos atomic.Pointer[json.RawMessage]
+	lag atomic.Pointer[map[string]int64] // kafka.Source.Lag, with pos
 }
 
 // Position implements source.Source: the wrapped source's position, also
@@ -24,6 +25,8 @@ type kafkaSource struct {
 func (s *kafkaSource) Position() (json.RawMessage, error) {
 	pos, err := s.Source.Position()
 	if err == nil {
+		lag := s.Source.Lag()
+		s.lag.Store(&lag)
 		s.pos.Store(&pos)
 	}
 	return pos, err
@@ -34,10 +37,10 @@ var _ source.GroupCommitter = (*kafkaSource)(nil)
 // WrapKafka returns src with its partitions' offsets exported:
 // filesink_kafka_partition_offset (the next offset to read), and in
 // bounded mode filesink_kafka_partition_end_offset and
-// filesink_kafka_partition_lag_records (end - offset: records left to
-// read). The source does not know its partitions' high watermarks, so an
-// unbounded run exports the offsets only (the consumer group of group=G
-// gets the committed offsets, for lag tools that ask the brokers).
+// filesink_kafka_partition_lag_records: offsets left to read, the end
+// offset minus the next one in bounded mode, else the partition's last
+// stable offset (its high watermark without transactions) in the latest
+// fetch minus the next one.
 func (m *Metrics) WrapKafka(src *kafka.Source) source.Source {
 	ks := &kafkaSource{Source: src}
 	if pos, err := src.Position(); err == nil {
@@ -57,7 +60,7 @@ var (
 	labels     = []string{"topic", "partition"}
 	offsetDesc = prometheus.NewDesc("filesink_kafka_partition_offset", "Offset of the next record the Kafka source reads from the partition.", labels, nil)
 	endDesc    = prometheus.NewDesc("filesink_kafka_partition_end_offset", "Bounded Kafka source: the offset at which the partition's reading stops.", labels, nil)
-	lagDesc    = prometheus.NewDesc("filesink_kafka_partition_lag_records", "Bounded Kafka source: offsets left to read in the partition (end offset minus next offset).", labels, nil)
+	lagDesc    = prometheus.NewDesc("filesink_kafka_partition_lag_records", "Kafka source: offsets left to read in the partition (bounded: end offset minus next offset; unbounded: last stable offset of the latest fetch minus next offset).", labels, nil)
 )
 
 func (c kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -96,6 +99,10 @@ func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 			if pp.End != nil {
 				ch <- prometheus.MustNewConstMetric(endDesc, prometheus.GaugeValue, float64(*pp.End), lv...)
 				ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(max(*pp.End-pp.Next, 0)), lv...)
+			} else if l := s.lag.Load(); l != nil {
+				if v, ok := (*l)[pp.Topic+"/"+lv[1]]; ok {
+					ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(v), lv...)
+				}
 			}
 		}
 	}

@@ -307,3 +307,25 @@ func TestKafkaCollector(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaCollectorUnbounded: without an end offset the lag comes from
+// the source's last stable offsets.
+func TestKafkaCollectorUnbounded(t *testing.T) {
+	m := New(Options{})
+	ks := &kafkaSource{}
+	pos := json.RawMessage(`{"v":1,"start":"earliest","bounded":false,"partitions":[{"topic":"t","partition":0,"next":5},{"topic":"t","partition":1,"next":3}]}`)
+	lag := map[string]int64{"t/0": 12} // partition 1 not fetched yet
+	ks.pos.Store(&pos)
+	ks.lag.Store(&lag)
+	m.kafka = append(m.kafka, ks)
+	v := values(t, m)
+	if got, ok := v[`filesink_kafka_partition_lag_records{partition="0",topic="t"}`]; !ok || got != 12 {
+		t.Errorf("lag of partition 0 = %v (present %v), want 12", got, ok)
+	}
+	if _, ok := v[`filesink_kafka_partition_lag_records{partition="1",topic="t"}`]; ok {
+		t.Errorf("a lag for a partition not fetched yet")
+	}
+	if _, ok := v[`filesink_kafka_partition_end_offset{partition="0",topic="t"}`]; ok {
+		t.Errorf("an end offset for an unbounded source")
+	}
+}

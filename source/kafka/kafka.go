@@ -33,6 +33,7 @@ type part struct {
 	next      int64  // offset of the next record to read
 	end       int64  // bounded: offset to stop at; -1 unbounded
 	done      bool   // bounded: next reached end
+	stable    int64  // last stable offset in the last fetch; 0 before one
 }
 
 type tp struct {
@@ -498,12 +499,19 @@ func (s *Source) poll(ctx context.Context) error {
 						s.pendingErr = s.fetchErr(t.Topic, fp.Partition, fp.Err)
 					}
 				}
-				if len(fp.Records) == 0 {
+				p := s.index[tp{t.Topic, fp.Partition}]
+				if p != nil && fp.Err == nil {
+					// read_committed reads up to the last stable offset.
+					if fp.LastStableOffset >= 0 {
+						p.stable = fp.LastStableOffset
+					} else if fp.HighWatermark >= 0 {
+						p.stable = fp.HighWatermark
+					}
+				}
+				if len(fp.Records) == 0 || p == nil {
 					continue
 				}
-				if p := s.index[tp{t.Topic, fp.Partition}]; p != nil {
-					s.batches = append(s.batches, batch{p: p, recs: fp.Records})
-				}
+				s.batches = append(s.batches, batch{p: p, recs: fp.Records})
 			}
 		}
 	}
@@ -641,6 +649,22 @@ func (s *Source) probePartition(ctx context.Context, p *part, leader int32, topi
 // start was resolved. It may be called after Close.
 func (s *Source) Position() (json.RawMessage, error) {
 	return appendPosition(make([]byte, 0, 64+64*len(s.parts)), s.start, s.cfg.Bounded, s.parts), nil
+}
+
+// Lag returns, for every partition read ("topic/partition"), how many
+// offsets lie between the next record to read and the last stable offset
+// seen in the latest fetch (the high watermark for a partition without
+// transactions): the consumer lag a monitor shows. A partition not
+// fetched yet is absent. Not safe for concurrent use (call it from the
+// goroutine that calls Next).
+func (s *Source) Lag() map[string]int64 {
+	lag := make(map[string]int64, len(s.parts))
+	for _, p := range s.parts {
+		if p.stable > 0 {
+			lag[p.topic+"/"+strconv.Itoa(int(p.partition))] = max(p.stable-p.next, 0)
+		}
+	}
+	return lag
 }
 
 // Replayable implements source.Source: it returns true.

@@ -507,3 +507,18 @@ func TestNextDoesNotAllocate(t *testing.T) {
 	}
 	t.Logf("%.3f allocations per Next over %d records", avg, n)
 }
+
+// TestLag: after a fetch, Lag is the partition's last stable offset minus
+// the next offset to read.
+func TestLag(t *testing.T) {
+	c := kafkatest.Start(t, kafkatest.Topic{Name: "t", Partitions: 1})
+	produceN(t, c, "t", 1, 30)
+	s := mustOpen(t, testConfig(c, "t"), nil)
+	if lag := s.Lag(); len(lag) != 0 {
+		t.Errorf("Lag before any fetch = %v, want none", lag)
+	}
+	readN(t, s, 10)
+	if lag := s.Lag(); lag["t/0"] != 20 || len(lag) != 1 {
+		t.Errorf("Lag after 10 of 30 records = %v, want t/0: 20", lag)
+	}
+}
