@@ -456,8 +456,10 @@ func TestRowGroupsStayWholeWithReserve(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The row group being built and the one being encoded (see
-			// ParquetWriter), and the encoded bytes not yet written.
-			if got := w.Buffered(); got > 3*limit {
+			// ParquetWriter; each may pass the limit by the regrowth of
+			// the buffer that reached it), and the spool's chunks of
+			// encoded bytes (at most half a row group).
+			if got := w.Buffered(); got > 4*limit {
 				t.Fatalf("limit %d: Buffered %d", limit, got)
 			}
 		}

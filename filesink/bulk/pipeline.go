@@ -25,8 +25,9 @@ import (
 // io.Writer (as a writer without a pipeline does), so that when they
 // return every row added before them has been written.
 
-// The spool's chunks grow from spoolMin to spoolMax bytes, doubling, so
-// that small row groups do not cost a large chunk.
+// A spool's chunks are an eighth of a row group, within spoolMin and
+// spoolMax bytes (an encoded row group is smaller than its Arrow memory):
+// small row groups do not cost a large chunk.
 const (
 	spoolMin = 16 << 10
 	spoolMax = 1 << 20
@@ -42,6 +43,7 @@ const spoolFree = 2
 type spool struct {
 	out    io.Writer
 	direct bool // set and cleared by the caller while no encode runs
+	chunk  int  // bytes a chunk
 
 	// cur is written by the encoding goroutine while an encode is in
 	// flight and read by the caller after it ended.
@@ -86,12 +88,8 @@ func (s *spool) next() {
 		s.free = s.free[:k-1]
 		return
 	}
-	size := spoolMin
-	if s.cur != nil {
-		size = min(2*cap(s.cur), spoolMax)
-	}
-	s.cur = make([]byte, 0, size)
-	s.held.Add(int64(size))
+	s.cur = make([]byte, 0, s.chunk)
+	s.held.Add(int64(s.chunk))
 }
 
 // drain writes the full chunks to out. Caller's goroutine only.
@@ -165,6 +163,10 @@ func newPipeline(out io.Writer, buf *rowBuffer) *pipeline {
 	p := &pipeline{mem: &countingAllocator{mem: memory.NewGoAllocator()}, buf: buf}
 	p.spool.out = out
 	p.spool.direct = true
+	p.spool.chunk = spoolMax
+	if n := buf.opts.RowGroupBytes; n > 0 {
+		p.spool.chunk = int(min(max(n/8, spoolMin), spoolMax))
+	}
 	return p
 }
 

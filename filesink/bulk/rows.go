@@ -6,7 +6,6 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/bitutil"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/apache/arrow/go/v15/arrow/util"
 	"github.com/filesink/filesink/filesink"
@@ -101,6 +100,10 @@ func (r *rowBuffer) cut() {
 	r.conv.size = 0
 }
 
+// valueWidth bounds the bytes a builder of a flat kind takes a value
+// (besides string and binary data, and the validity bit).
+var valueWidth = [...]int64{kInt32: 4, kInt64: 8, kFloat32: 4, kFloat64: 8, kBool: 1, kString: 4, kBinary: 4, kTimestamp: 8, kDate: 4, kDecimal: 16}
+
 type binaryLike interface {
 	DataLen() int
 	ReserveData(int)
@@ -121,19 +124,24 @@ func (r *rowBuffer) reserve() {
 		if h.rows == 0 {
 			continue
 		}
+		// The last row group's sizes and a sixteenth more, exactly (not
+		// rounded up to a power of two, as Reserve would: that memory
+		// would count towards the row group's size unused).
+		//
 		// A row group ends when the builders' memory reaches
 		// RowGroupBytes; reserving must not get there by itself, or the
 		// next row would end a row group of one row. cost bounds what
-		// Reserve allocates (rows round up to a power of two; at most 16
-		// bytes a value or offset, and the validity bit); reserving stops
-		// at three quarters of the limit.
-		cost := int64(bitutil.NextPowerOf2(h.rows))*17 + int64(h.data) + 128
+		// Resize allocates (a value or offset and the validity bit, with
+		// room for rounding); reserving stops at three quarters of the
+		// limit.
+		rows, data := h.rows+h.rows/16, h.data+h.data/16
+		cost := int64(rows)*(valueWidth[r.schema.root.fields[i].kind]+1) + int64(data) + 128
 		if limit > 0 && r.building()+cost >= limit/4*3 {
 			continue
 		}
-		b.Reserve(h.rows)
-		if bb, ok := b.(binaryLike); ok && h.data > 0 {
-			bb.ReserveData(h.data)
+		b.Resize(rows)
+		if bb, ok := b.(binaryLike); ok && data > 0 {
+			bb.ReserveData(data)
 		}
 	}
 }
