@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -73,8 +74,8 @@ func (f *ParquetFormat) NewParquetWriter(w io.Writer) (*ParquetWriter, error) {
 	pw.pipe = newPipeline(pw.out, buf)
 	pw.flush = pw.handOff
 	pw.encoder = pw.encode
-	if f.sequential {
-		pw.flush = pw.Flush
+	if f.sequential || runtime.GOMAXPROCS(0) < 2 {
+		pw.flush = pw.Flush // no second core to encode on
 	}
 	return pw, nil
 }
@@ -88,8 +89,8 @@ func (f *ParquetFormat) NewParquetWriter(w io.Writer) (*ParquetWriter, error) {
 // # Pipelining
 //
 // A row group that Add or AddArrow ends is encoded (pqarrow) on a
-// goroutine of its own while the caller goes on adding rows to the next
-// one; its bytes reach the io.Writer on the caller's goroutine, in order,
+// goroutine of its own (when GOMAXPROCS is 2 or more at NewParquetWriter)
+// while the caller goes on adding rows to the next one; its bytes reach the io.Writer on the caller's goroutine, in order,
 // during the following calls (Add, AddArrow, Flush, Close: the io.Writer is
 // never called concurrently nor from another goroutine). At most one row
 // group is encoded at a time: ending the next one first waits for it.

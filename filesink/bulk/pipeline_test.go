@@ -40,6 +40,14 @@ func (c *callerWriter) call(f func() error) error {
 	return f()
 }
 
+// needPipeline skips a test of the pipeline where writers do not use it.
+func needPipeline(t *testing.T) {
+	t.Helper()
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("GOMAXPROCS 1: Parquet writers encode on the caller's goroutine")
+	}
+}
+
 // sequentialFormat is f with its pipeline turned off.
 func sequentialFormat(f *ParquetFormat) *ParquetFormat {
 	g := *f
@@ -107,6 +115,7 @@ func writeCase(t *testing.T, f *ParquetFormat, s *Schema, c pipelineCase, recs [
 // The pipelined writer writes the same bytes as the sequential one, for
 // row groups ended by rows, by bytes, by Flush, and with Arrow batches.
 func TestPipelineSameBytes(t *testing.T) {
+	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	cases := []pipelineCase{
 		{name: "rows", opts: Options{RowGroupRows: 97}, n: 3000},
@@ -142,6 +151,7 @@ func TestPipelineSameBytes(t *testing.T) {
 // Encoded row groups reach the io.Writer while rows are still being
 // added, not only at Flush or Close.
 func TestPipelineWritesAsItGoes(t *testing.T) {
+	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(2000, 12)
 	f, _ := Parquet(s, Options{RowGroupRows: 100})
@@ -180,6 +190,7 @@ func waitGoroutines(t *testing.T, n int) {
 // An error of the encoding goroutine surfaces on a later call, breaks the
 // writer, and Close still stops the goroutine and releases the rows.
 func TestPipelineEncodeError(t *testing.T) {
+	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(2000, 13)
 	f, _ := Parquet(s, Options{RowGroupRows: 100})
@@ -230,6 +241,7 @@ func TestPipelineEncodeError(t *testing.T) {
 // An error of the io.Writer while draining the encoder's bytes breaks the
 // writer; Close waits for the encode and releases everything.
 func TestPipelineWriteError(t *testing.T) {
+	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(1500, 14)
 	f, _ := Parquet(s, Options{RowGroupRows: 200})
@@ -267,6 +279,7 @@ func TestPipelineWriteError(t *testing.T) {
 // Close right after Add ended a row group (its encode in flight) writes
 // a complete file; no goroutine is left.
 func TestPipelineCloseWithoutFlush(t *testing.T) {
+	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	f, _ := Parquet(s, Options{RowGroupRows: 250})
 	for _, n := range []int{250, 251, 1000, 1234} {
@@ -292,6 +305,7 @@ func TestPipelineCloseWithoutFlush(t *testing.T) {
 // encoder's buffers, drops after Flush, and an idle writer whose encode
 // is over holds no spool.
 func TestPipelineBuffered(t *testing.T) {
+	needPipeline(t)
 	s, err := ParseSchema([]byte(benchSchemaDoc))
 	if err != nil {
 		t.Fatal(err)
