@@ -103,8 +103,9 @@ type Result struct {
 
 type batch struct {
 	data   []byte
-	ends   []int // data[ends[i-1]:ends[i]] is record i
-	routes []int // subtask of record i (Config.Partition); nil: round robin
+	vals   [][]byte // the records, when the source's values are retained (no copy in data)
+	ends   []int    // data[ends[i-1]:ends[i]] is record i; with vals, the running byte count
+	routes []int    // subtask of record i (Config.Partition); nil: round robin
 	// pending counts the subtasks that have not yet processed the batch;
 	// the last one hands it back to the reader for reuse.
 	pending atomic.Int32
@@ -115,6 +116,9 @@ type batch struct {
 }
 
 func (b *batch) record(i int) []byte {
+	if b.vals != nil {
+		return b.vals[i]
+	}
 	start := 0
 	if i > 0 {
 		start = b.ends[i-1]
@@ -394,7 +398,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			// The batch goes back to the reader once every subtask is done
 			// with it: read what this loop needs first.
-			n, size, pos, eof := len(b.ends), len(b.data), b.pos, b.eof
+			n, size, pos, eof := len(b.ends), b.bytes(), b.pos, b.eof
 			if n > 0 {
 				b.pending.Store(int32(len(subs)))
 				for _, s := range subs {
@@ -434,6 +438,14 @@ const linger = 50 * time.Millisecond
 // read sends batches of records until the end of the source, an error,
 // stop (then it sends what it has read and closes out) or cancellation of
 // ctx (then it returns at once).
+// bytes is the size of the batch's records.
+func (b *batch) bytes() int {
+	if len(b.ends) == 0 {
+		return 0
+	}
+	return b.ends[len(b.ends)-1]
+}
+
 func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int, partition func([]byte, int) int, subtasks int, free <-chan *batch, out chan<- *batch) {
 	defer close(out)
 	stopCtx, cancel := context.WithCancel(ctx)
@@ -446,17 +458,27 @@ func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int
 		}
 	}()
 	dataCap := 0 // the previous batch's bytes: the next one is sized for as many
+	r, ok := src.(source.Retained)
+	retained := ok && r.ValuesRetained()
 	for {
 		var b *batch
 		select {
 		case b = <-free: // processed by every subtask: reuse its buffers
+			clear(b.vals) // let the source's memory go
 			b.data, b.ends, b.origins, b.routes = b.data[:0], b.ends[:0], b.origins[:0], b.routes[:0]
+			if b.vals != nil {
+				b.vals = b.vals[:0]
+			}
 			b.pos, b.eof, b.err = nil, false, nil
 		default:
 			b = &batch{
-				data:    make([]byte, 0, dataCap+dataCap/8),
 				ends:    make([]int, 0, size),
 				origins: make([]source.Origin, 0, size),
+			}
+			if retained {
+				b.vals = make([][]byte, 0, size)
+			} else {
+				b.data = make([]byte, 0, dataCap+dataCap/8)
 			}
 			if partition != nil {
 				b.routes = make([]int, 0, size)
@@ -502,8 +524,13 @@ func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int
 				}
 				b.routes = append(b.routes, i)
 			}
-			b.data = append(b.data, rec.Value...)
-			b.ends = append(b.ends, len(b.data))
+			if retained {
+				b.vals = append(b.vals, rec.Value)
+				b.ends = append(b.ends, b.bytes()+len(rec.Value))
+			} else {
+				b.data = append(b.data, rec.Value...)
+				b.ends = append(b.ends, len(b.data))
+			}
 			b.origins = append(b.origins, rec.Origin)
 		}
 		lcancel()

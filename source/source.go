@@ -206,3 +206,13 @@ func truncate(b []byte, n int) string {
 	}
 	return string(b)
 }
+
+// Retained is implemented by sources whose Record.Value, unlike the
+// general contract's "valid until the next Next", stays valid and unchanged
+// for as long as it is referenced (the Kafka source: each fetch's records
+// are allocated anew). The pipeline then keeps the values in its batches
+// instead of copying them.
+type Retained interface {
+	// ValuesRetained reports whether Record.Value may be kept.
+	ValuesRetained() bool
+}

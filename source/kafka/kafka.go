@@ -667,6 +667,13 @@ func (s *Source) Lag() map[string]int64 {
 	return lag
 }
 
+// ValuesRetained implements source.Retained: a record's value is the
+// fetch's memory, allocated for each fetch and never reused, so it stays
+// valid as long as it is referenced.
+func (s *Source) ValuesRetained() bool { return true }
+
+var _ source.Retained = (*Source)(nil)
+
 // Replayable implements source.Source: it returns true.
 func (s *Source) Replayable() bool { return true }
 
