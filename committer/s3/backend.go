@@ -394,56 +394,65 @@ func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter
 func (b *Backend) putMarker(ctx context.Context, target, id string) error {
 	mkey := b.markerKey(target)
 	body, _ := json.Marshal(marker{Target: target, ID: id, Created: time.Now().UTC()})
+	var found error // the verdict on an existing marker, returned as is
+	err := b.putOnce(ctx, mkey, body, func() error {
+		// Ours, if an attempt whose reply was lost wrote it.
+		got, gerr := b.getSmall(ctx, mkey)
+		var m marker
+		if gerr != nil || json.Unmarshal(got, &m) != nil || m.ID != id {
+			found = alreadyExists("s3: open %s: staging data exists (upload marker %s: an upload of this part file is in progress or orphaned; "+
+				"`filesink uploads list` shows it and the recovery sweep removes orphans)", b.url(target), b.objURL(mkey))
+		}
+		return found
+	})
+	if err != nil && err != found {
+		return fmt.Errorf("s3: open %s: write upload marker: %w", b.url(target), err)
+	}
+	return err
+}
+
+// putOnce writes data as key unless key exists: a PutObject with
+// If-None-Match: * (on a store that does not implement it, a HEAD first;
+// two writers could then both write, which the callers never do). When
+// key exists, exists decides the result. Other errors are the SDK's.
+func (b *Backend) putOnce(ctx context.Context, key string, data []byte, exists func() error) error {
 	put := func(cond bool) error {
 		in := &s3api.PutObjectInput{
-			Bucket: &b.bucket, Key: &mkey, Body: bytes.NewReader(body),
-			ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"),
+			Bucket: &b.bucket, Key: &key, Body: bytes.NewReader(data),
+			ContentLength: aws.Int64(int64(len(data))), ContentType: aws.String("application/json"),
 			ServerSideEncryption: b.o.sseType(), SSEKMSKeyId: b.o.kmsKey(),
 		}
 		if cond {
 			in.IfNoneMatch = aws.String("*")
 		}
 		if b.o.checksums {
-			in.ChecksumCRC32 = crcBase64(crc32.ChecksumIEEE(body))
+			in.ChecksumCRC32 = crcBase64(crc32.ChecksumIEEE(data))
 		}
 		_, err := b.client.PutObject(ctx, in, b.call())
 		return err
 	}
 	if b.noCondPut.Load() {
-		// The store has no conditional writes: check, then write (a race
-		// between two Opens of one target is possible; the file sink never
-		// opens a target twice).
-		_, err := b.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &b.bucket, Key: &mkey}, b.call())
+		_, err := b.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &b.bucket, Key: &key}, b.call())
 		if err == nil {
-			return alreadyExists("s3: open %s: staging data exists (upload marker %s)", b.url(target), b.objURL(mkey))
+			return exists()
 		}
 		if !isNotFound(err) {
-			return fmt.Errorf("s3: open %s: %w", b.url(target), err)
+			return err
 		}
-		if err := put(false); err != nil {
-			return fmt.Errorf("s3: open %s: write upload marker: %w", b.url(target), err)
-		}
-		return nil
+		return put(false)
 	}
-	err := put(true)
-	switch {
+	switch err := put(true); {
 	case err == nil:
 		return nil
 	case isNotImplemented(err):
 		b.noCondPut.Store(true)
 		b.o.log.Warn("s3: the store does not support If-None-Match on PutObject; checking with HEAD first", "bucket", b.bucket)
-		return b.putMarker(ctx, target, id)
+		return b.putOnce(ctx, key, data, exists)
 	case isPreconditionFailed(err):
-		// Ours, if an attempt whose reply was lost wrote it.
-		got, gerr := b.getSmall(ctx, mkey)
-		var m marker
-		if gerr == nil && json.Unmarshal(got, &m) == nil && m.ID == id {
-			return nil
-		}
-		return alreadyExists("s3: open %s: staging data exists (upload marker %s: an upload of this part file is in progress or orphaned; "+
-			"`filesink uploads list` shows it and the recovery sweep removes orphans)", b.url(target), b.objURL(mkey))
+		return exists()
+	default:
+		return err
 	}
-	return fmt.Errorf("s3: open %s: write upload marker: %w", b.url(target), err)
 }
 
 // getSmall reads a small object whole.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"slices"
@@ -53,56 +52,21 @@ func (b *Backend) PutFile(ctx context.Context, target string, data []byte) error
 }
 
 func (b *Backend) put(ctx context.Context, key string, data []byte) error {
-	exists := func() error {
+	var found error // the verdict on an existing object, returned as is
+	err := b.putOnce(ctx, key, data, func() error {
 		have, gerr := b.getSmall(ctx, key)
-		if gerr != nil {
-			return fmt.Errorf("s3: publish %s: it exists and cannot be read: %w", b.objURL(key), gerr)
+		switch {
+		case gerr != nil:
+			found = fmt.Errorf("s3: publish %s: it exists and cannot be read: %w", b.objURL(key), gerr)
+		case !bytes.Equal(have, data):
+			found = fmt.Errorf("s3: publish %s: it exists with other content: %w", b.objURL(key), committer.ErrAlreadyExists)
 		}
-		if !bytes.Equal(have, data) {
-			return fmt.Errorf("s3: publish %s: it exists with other content: %w", b.objURL(key), committer.ErrAlreadyExists)
-		}
-		return nil
-	}
-	put := func(cond bool) error {
-		in := &s3api.PutObjectInput{
-			Bucket: &b.bucket, Key: &key, Body: bytes.NewReader(data),
-			ContentLength: aws.Int64(int64(len(data))), ContentType: aws.String("application/json"),
-			ServerSideEncryption: b.o.sseType(), SSEKMSKeyId: b.o.kmsKey(),
-		}
-		if cond {
-			in.IfNoneMatch = aws.String("*")
-		}
-		if b.o.checksums {
-			in.ChecksumCRC32 = crcBase64(crc32.ChecksumIEEE(data))
-		}
-		_, err := b.client.PutObject(ctx, in, b.call())
-		return err
-	}
-	if b.noCondPut.Load() {
-		_, err := b.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &b.bucket, Key: &key}, b.call())
-		if err == nil {
-			return exists()
-		}
-		if !isNotFound(err) {
-			return fmt.Errorf("s3: publish %s: %w", b.objURL(key), err)
-		}
-		if err := put(false); err != nil {
-			return fmt.Errorf("s3: publish %s: %w", b.objURL(key), err)
-		}
-		return nil
-	}
-	switch err := put(true); {
-	case err == nil:
-		return nil
-	case isNotImplemented(err):
-		b.noCondPut.Store(true)
-		b.o.log.Warn("s3: the store does not support If-None-Match on PutObject; checking with HEAD first", "bucket", b.bucket)
-		return b.put(ctx, key, data)
-	case isPreconditionFailed(err):
-		return exists()
-	default:
+		return found
+	})
+	if err != nil && err != found {
 		return fmt.Errorf("s3: publish %s: %w", b.objURL(key), err)
 	}
+	return err
 }
 
 // GetMeta implements committer.MetaStore.
