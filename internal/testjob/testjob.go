@@ -163,6 +163,18 @@ func Check(fsys vfs.FS, count int64, readers ...FileReader) []string {
 			problems = append(problems, fmt.Sprintf("unexpected id %d", id))
 		}
 	}
+	// Where the job committed through a coordinator (which writes
+	// manifests), the manifests list exactly the visible files, with their
+	// sizes and checksums, and no source record twice.
+	if _, err := fsys.Stat(path.Join(Out, committer.MetaDir, filesink.ManifestDir)); err == nil {
+		vs, err := filesink.Auditor{Output: localfs.New(fsys, Out)}.Audit(context.Background())
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("manifest audit: %v", err))
+		}
+		for _, v := range vs[:min(len(vs), 20)] {
+			problems = append(problems, "manifest audit: "+v.String())
+		}
+	}
 	sort.Strings(problems)
 	return problems
 }
