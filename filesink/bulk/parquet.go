@@ -90,15 +90,17 @@ func (f *ParquetFormat) NewParquetWriter(w io.Writer) (*ParquetWriter, error) {
 //
 // A row group that Add or AddArrow ends is encoded (pqarrow) on a
 // goroutine of its own (when GOMAXPROCS is 2 or more at NewParquetWriter)
-// while the caller goes on adding rows to the next one; its bytes reach the io.Writer on the caller's goroutine, in order,
-// during the following calls (Add, AddArrow, Flush, Close: the io.Writer is
-// never called concurrently nor from another goroutine). At most one row
-// group is encoded at a time: ending the next one first waits for it.
-// Meanwhile the writer holds up to two row groups (Buffered counts both,
-// the encoder's buffers, and encoded bytes not yet written), and no
-// goroutine nor memory for them once the encode is over and collected. An
-// error of the encode is returned by the first call after it (at the
-// latest the next Flush or Close) and leaves the writer broken.
+// while the caller goes on adding rows to the next one; its bytes reach
+// the io.Writer on the caller's goroutine, in order, during the following
+// calls (Add, AddArrow, Flush, Close: the io.Writer is never called
+// concurrently nor from another goroutine). At most one row group is
+// encoded at a time: ending the next one first waits for it. Meanwhile the
+// writer holds up to two row groups (Buffered counts both, the encoder's
+// buffers, and encoded bytes not yet written); once the encode is over
+// and collected by a call, no goroutine and none of that memory. An error
+// of the encode is returned by the first call after it (at the latest the
+// next Flush or Close) and leaves the writer broken; a panic is raised
+// again by that call, on the caller's goroutine.
 //
 // Flush and Close wait for the encode in flight and encode the rest on the
 // caller's goroutine: when Flush returns nil, every row added before it has

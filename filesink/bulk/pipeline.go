@@ -1,6 +1,7 @@
 package bulk
 
 import (
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -144,6 +145,9 @@ type encodeJob struct {
 	foreign int64 // bytes of AddArrow batches among recs
 	done    chan struct{}
 	err     error // set before done is closed
+	// panicked holds what the encode panicked with, re-panicked on the
+	// caller's goroutine (as a panic of an inline encode would be).
+	panicked any
 }
 
 // pipeline runs a writer's encodes: inline (Flush, Close) or on a
@@ -157,6 +161,9 @@ type pipeline struct {
 	mem *countingAllocator
 	buf *rowBuffer
 	job *encodeJob
+	// panicked is set when an encode panicked: the writer is broken if
+	// the caller recovers.
+	panicked error
 }
 
 func newPipeline(out io.Writer, buf *rowBuffer) *pipeline {
@@ -190,6 +197,11 @@ func (p *pipeline) spawn(encode func([]arrow.Record) error) {
 	p.spool.direct = false
 	go func() {
 		defer close(j.done)
+		defer func() {
+			if r := recover(); r != nil {
+				j.panicked = r
+			}
+		}()
 		j.err = encode(j.recs)
 	}()
 }
@@ -198,6 +210,9 @@ func (p *pipeline) spawn(encode func([]arrow.Record) error) {
 // and ends the encode if it is over. A non-nil error is the encode's or
 // the io.Writer's.
 func (p *pipeline) poll() error {
+	if p.panicked != nil {
+		return p.panicked
+	}
 	j := p.job
 	if j == nil {
 		return nil
@@ -223,6 +238,11 @@ func (p *pipeline) wait() error {
 	<-j.done
 	p.job = nil
 	p.buf.untake(j.recs, j.mem)
+	if j.panicked != nil {
+		_ = p.spool.end(false)
+		p.panicked = fmt.Errorf("encoding panicked: %v", j.panicked)
+		panic(j.panicked)
+	}
 	err := j.err
 	if werr := p.spool.end(err == nil); err == nil {
 		err = werr

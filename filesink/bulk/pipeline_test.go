@@ -358,3 +358,37 @@ func TestPipelineBuffered(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A panic of the encoding goroutine comes back as a panic on the caller's
+// goroutine (as an inline encode's would), not as a crash of the process.
+func TestPipelineEncodePanic(t *testing.T) {
+	needPipeline(t)
+	s := loadSchema(t, "all_types.json")
+	recs := genRecords(300, 15)
+	f, _ := Parquet(s, Options{RowGroupRows: 100})
+	var out callerWriter
+	w, _ := f.NewParquetWriter(&out)
+	w.encoder = func([]arrow.Record) error { panic("boom") }
+	got := func() (r any) {
+		defer func() { r = recover() }()
+		for _, rec := range recs {
+			if err := out.call(func() error { return w.Add(rec) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = out.call(w.Flush)
+		return nil
+	}()
+	if got != "boom" {
+		t.Fatalf("recovered %v, want the encoder's panic", got)
+	}
+	if w.pipe.job != nil {
+		t.Errorf("the job is still in flight after its panic")
+	}
+	if err := out.call(func() error { return w.Add(recs[0]) }); err == nil {
+		t.Errorf("Add after the encoder's panic: no error")
+	}
+	if err := out.call(w.Close); err == nil {
+		t.Errorf("Close after the encoder's panic: no error")
+	}
+}
