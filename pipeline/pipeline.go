@@ -43,10 +43,13 @@ type Config struct {
 	// Sinks are the subtasks; their Names must be stable across runs.
 	Sinks []Sink
 	// CheckpointInterval between checkpoints (default 10 s; negative: none
-	// on time).
+	// on time). A checkpoint that falls due while the previous one is
+	// still running is taken when that one completes; the records go on
+	// meanwhile.
 	CheckpointInterval time.Duration
 	// CheckpointEvery takes a checkpoint after about that many records
-	// (at the next batch boundary); 0 disables it.
+	// (at the next batch boundary), waiting for the previous one to
+	// complete if it is still running; 0 disables it.
 	CheckpointEvery int64
 	// TickInterval between Sink.Tick calls (default 1 s).
 	TickInterval time.Duration
@@ -113,6 +116,14 @@ type batch struct {
 	pos     json.RawMessage // source position after the last record
 	eof     bool            // the source is exhausted after this batch
 	err     error
+}
+
+// bytes is the size of the batch's records.
+func (b *batch) bytes() int {
+	if len(b.ends) == 0 {
+		return 0
+	}
+	return b.ends[len(b.ends)-1]
 }
 
 func (b *batch) record(i int) []byte {
@@ -361,6 +372,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Records, res.Bytes, res.EndOfInput = prog.Records, prog.Bytes, eof
 		return res, nil
 	}
+	// An interval checkpoint that falls due while the previous one is
+	// still in its phase 1 or 2 is taken as soon as that one completes,
+	// and the records go on meanwhile (as Flink triggers no checkpoint
+	// while one is pending): the writes do not stand still waiting for
+	// uploads. A CheckpointEvery checkpoint waits, so that it covers the
+	// records it is due at.
+	due := false
+	checkpointDue := func() error {
+		if running != nil {
+			due = true
+			return nil
+		}
+		return checkpoint(false)
+	}
 	stop := cfg.Stop
 	for {
 		select {
@@ -378,8 +403,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if err := settle(o); err != nil {
 				return res, err
 			}
+			if due {
+				due = false
+				if err := checkpoint(false); err != nil {
+					return res, err
+				}
+			}
 		case <-ckptTicker.c:
-			if err := checkpoint(false); err != nil {
+			if err := checkpointDue(); err != nil {
 				return res, err
 			}
 		case <-tickTicker.c:
@@ -438,14 +469,6 @@ const linger = 50 * time.Millisecond
 // read sends batches of records until the end of the source, an error,
 // stop (then it sends what it has read and closes out) or cancellation of
 // ctx (then it returns at once).
-// bytes is the size of the batch's records.
-func (b *batch) bytes() int {
-	if len(b.ends) == 0 {
-		return 0
-	}
-	return b.ends[len(b.ends)-1]
-}
-
 func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int, partition func([]byte, int) int, subtasks int, free <-chan *batch, out chan<- *batch) {
 	defer close(out)
 	stopCtx, cancel := context.WithCancel(ctx)

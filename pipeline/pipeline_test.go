@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
@@ -894,4 +895,78 @@ func TestRunRetainedValues(t *testing.T) {
 		t.Errorf("result %+v: want %d records, %d bytes", res, count, count*source.DefaultGenSize)
 	}
 	checkIDRange(t, visible(t, e), count)
+}
+
+// gatedSink holds its first checkpoint's phase 1 until it has received
+// more records after the barrier: a pipeline that stopped the records
+// while a checkpoint runs would never release it.
+type gatedSink struct {
+	mu       sync.Mutex
+	records  int
+	barrier  int           // records at the first barrier; -1 before
+	gate     chan struct{} // closed once more records came after the barrier
+	released bool
+}
+
+func (g *gatedSink) Name() string { return "gated" }
+func (g *gatedSink) Write(_ context.Context, _ []byte, _ source.Origin) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.records++
+	if g.barrier >= 0 && !g.released && g.records >= g.barrier+5000 {
+		g.released = true
+		close(g.gate)
+	}
+	return nil
+}
+func (g *gatedSink) Tick(context.Context, time.Time) error { return nil }
+func (g *gatedSink) Close() error                          { return nil }
+func (g *gatedSink) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
+	wait, err := g.PrepareAsync(ctx, id, final)
+	if err != nil {
+		return committer.Snapshot{}, err
+	}
+	return wait(ctx)
+}
+func (g *gatedSink) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
+	g.mu.Lock()
+	first := g.barrier < 0
+	if first {
+		g.barrier = g.records
+	}
+	g.mu.Unlock()
+	return func(ctx context.Context) (committer.Snapshot, error) {
+		if first && !final {
+			select {
+			case <-g.gate:
+			case <-ctx.Done():
+				return committer.Snapshot{}, ctx.Err()
+			}
+		}
+		return committer.Snapshot{}, nil
+	}, nil
+}
+func (g *gatedSink) Commit(context.Context, json.RawMessage) error       { return nil }
+func (g *gatedSink) Restore(context.Context, json.RawMessage) error      { return nil }
+func (g *gatedSink) Sweep(context.Context, []*recovery.Checkpoint) error { return nil }
+
+// TestIntervalCheckpointDoesNotStopRecords: while a checkpoint's phase 1
+// runs, the next interval checkpoint falls due; the records keep flowing
+// (the running checkpoint needs them to finish here) and the due
+// checkpoint is taken after it.
+func TestIntervalCheckpointDoesNotStopRecords(t *testing.T) {
+	e := newEnv(t, vfs.OS{}, t.TempDir())
+	g := &gatedSink{barrier: -1, gate: make(chan struct{})}
+	cfg := e.config([]pipeline.Sink{g}, gen(50000))
+	cfg.CheckpointInterval = time.Millisecond
+	cfg.BatchSize = 10
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := pipeline.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v (the records stopped while a checkpoint ran)", err)
+	}
+	if res.Records != 50000 || res.Checkpoint < 2 {
+		t.Errorf("result %+v: want 50000 records and at least 2 checkpoints", res)
+	}
 }

@@ -294,10 +294,13 @@ func s3BenchRunSink(ctx context.Context, client *s3api.Client, bucket, prefix, s
 	if _, err := coord.Recover(ctx); err != nil {
 		return st, err
 	}
-	// Checkpoints run as pipeline.Run runs them: the barrier (Begin) stops
-	// the writes; phase 1's waiting, the decide step and phase 2 run on a
-	// goroutine beside the next writes; the next barrier waits for them.
-	// ckpt-s/op is the time the writes stood still for checkpoints.
+	// Checkpoints run as pipeline.Run runs its interval checkpoints: the
+	// barrier (Begin) stops the writes; phase 1's waiting, the decide step
+	// and phase 2 run on a goroutine beside the next writes; a checkpoint
+	// that falls due (every s3BenchCheckpointBytes of input) while the
+	// previous one still runs is taken as soon as that one completes, the
+	// writes going on meanwhile. ckpt-s/op is the time the writes stood
+	// still for checkpoints.
 	var running chan error
 	await := func() error {
 		if running == nil {
@@ -345,10 +348,24 @@ func s3BenchRunSink(ctx context.Context, client *s3api.Client, bucket, prefix, s
 			return st, err
 		}
 		if since += end - start; since >= s3BenchCheckpointBytes {
-			if err := checkpoint(i+1, false); err != nil {
-				return st, err
+			busy := false
+			if running != nil {
+				select {
+				case err := <-running:
+					running = nil
+					if err != nil {
+						return st, err
+					}
+				default:
+					busy = true // as pipeline.Run: due, taken once the previous one completes
+				}
 			}
-			since = 0
+			if !busy {
+				if err := checkpoint(i+1, false); err != nil {
+					return st, err
+				}
+				since = 0
+			}
 		}
 		start = end
 	}
