@@ -22,8 +22,9 @@ const bulkOnlyFlags = "schema row-group-size parquet-compression parquet-diction
 
 func (f *bulkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.schema, "schema", "", "parquet, arrow: the records' schema, a JSON `FILE` {\"fields\": [{\"name\", \"type\", \"nullable\"}...]} (required for them)")
-	fs.StringVar(&f.rowGroupSize, "row-group-size", "64MiB", "parquet, arrow: end a row group (Arrow: record batch) when its buffered rows take this much memory (`SIZE`, e.g. 64MiB), "+
-		"or after N rows with a rows suffix (e.g. 100000rows); the --buffer-budget may end row groups earlier")
+	fs.StringVar(&f.rowGroupSize, "row-group-size", strconv.Itoa(bulk.DefaultRowGroupBytes>>20)+"MiB", "parquet, arrow: end a row group (Arrow: record batch) when its buffered rows take this much memory (`SIZE`, e.g. 64MiB), "+
+		"or after N rows with a rows suffix (e.g. 100000rows); the --buffer-budget may end row groups earlier. At the default, a Parquet part "+
+		"encodes one row group on the second core while the next is built, both within the default budget")
 	fs.StringVar(&f.parquetCompression, "parquet-compression", string(bulk.Snappy), "parquet: page compression: snappy, zstd, gzip or none")
 	fs.StringVar(&f.dictionary, "parquet-dictionary", string(bulk.DictAuto), "parquet: dictionary encoding: auto (per column, from the first row group's values), on or off")
 	fs.BoolVar(&f.stats, "parquet-stats", true, "parquet: write column statistics (min, max, null count); --parquet-stats=false turns them off")
