@@ -51,3 +51,20 @@ func BenchmarkValid(b *testing.B) {
 		}
 	}
 }
+
+// TestStringStrides puts each kind of byte the string scanner must stop at
+// (or must not) at every position of strings longer than its 32- and
+// 8-byte strides, and compares with encoding/json.
+func TestStringStrides(t *testing.T) {
+	for _, c := range []string{`"`, `\`, `\n`, `\u00e9`, "\x01", "\x1f", "\x7f", "\x80", "é", " ", "\t"} {
+		for n := 0; n < 80; n++ {
+			for at := 0; at <= n; at++ {
+				body := strings.Repeat("a", at) + c + strings.Repeat("b", n-at)
+				doc := []byte(`{"k":"` + body + `","n":1}`)
+				if got, want := Valid(doc), json.Valid(doc); got != want {
+					t.Fatalf("Valid(%q) = %v, encoding/json says %v", doc, got, want)
+				}
+			}
+		}
+	}
+}
