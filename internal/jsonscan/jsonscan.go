@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -23,16 +24,36 @@ func Valid(b []byte) bool { return Check(b) == nil }
 
 // Check returns nil if b is one valid JSON value, or a *SyntaxError.
 func Check(b []byte) error {
+	_, err := scan(b)
+	return err
+}
+
+// scan checks b and reports whether its white space holds a newline.
+func scan(b []byte) (newline bool, err error) {
 	s := scanner{b: b}
 	s.ws()
 	if err := s.value(0); err != nil {
-		return err
+		return false, err
 	}
 	s.ws()
 	if s.i != len(s.b) {
-		return s.fail("data after the top-level value")
+		return false, s.fail("data after the top-level value")
 	}
-	return nil
+	return s.nl, nil
+}
+
+// ErrNewline is the error of CheckLine for a valid value that holds a
+// newline (in white space: strings cannot hold a raw one).
+var ErrNewline = errors.New("record contains a newline")
+
+// CheckLine is Check that also rejects a newline anywhere in b, so that b
+// is one line of JSON lines; one pass over b.
+func CheckLine(b []byte) error {
+	newline, err := scan(b)
+	if err == nil && newline {
+		return ErrNewline
+	}
+	return err
 }
 
 // ObjectCheck is Check that also requires the value to be an object.
@@ -49,8 +70,9 @@ func ObjectCheck(b []byte) error {
 }
 
 type scanner struct {
-	b []byte
-	i int
+	b  []byte
+	i  int
+	nl bool // a newline was seen (only white space can hold one)
 }
 
 func (s *scanner) fail(msg string) error { return &SyntaxError{Offset: s.i, Msg: msg} }
@@ -58,7 +80,10 @@ func (s *scanner) fail(msg string) error { return &SyntaxError{Offset: s.i, Msg:
 func (s *scanner) ws() {
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
+		case '\n':
+			s.nl = true
+			s.i++
+		case ' ', '\t', '\r':
 			s.i++
 		default:
 			return

@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,27 @@ func TestStringStrides(t *testing.T) {
 					t.Fatalf("Valid(%q) = %v, encoding/json says %v", doc, got, want)
 				}
 			}
+		}
+	}
+}
+
+func TestCheckLine(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		want   error
+		syntax bool // want a *SyntaxError
+	}{
+		{`{"a":1}`, nil, false},
+		{"{\"a\":\n1}", ErrNewline, false},
+		{"{\"a\":1}\n", ErrNewline, false},
+		{"\n{}", ErrNewline, false},
+		{`{"a":"x\ny"}`, nil, false},    // an escaped newline is fine
+		{"{\"a\":\"x\ny\"}", nil, true}, // a raw one in a string is invalid JSON
+	} {
+		err := CheckLine([]byte(c.in))
+		var se *SyntaxError
+		if c.syntax && !errors.As(err, &se) || !c.syntax && err != c.want {
+			t.Errorf("CheckLine(%q) = %v, want %v (syntax error: %v)", c.in, err, c.want, c.syntax)
 		}
 	}
 }
