@@ -85,7 +85,7 @@ func (a Auditor) Audit(ctx context.Context) ([]recovery.Violation, error) {
 			l, ok := files[k]
 			if !ok {
 				hint := ""
-				if strings.HasSuffix(target, StagingSuffixHint) || strings.Contains(target, ".part-") {
+				if strings.HasSuffix(target, stagingSuffix) || strings.Contains(target, ".part-") {
 					hint = " (an in-progress staging file made visible?)"
 				}
 				add(fl.FileLocation(target), "not listed in any manifest%s", hint)
@@ -127,9 +127,9 @@ func (a Auditor) Audit(ctx context.Context) ([]recovery.Violation, error) {
 	return out, nil
 }
 
-// StagingSuffixHint ends the names of in-progress files of the local
+// stagingSuffix ends the names of in-progress files of the local
 // backend (committer/localfs.StagingSuffix).
-const StagingSuffixHint = ".inprogress"
+const stagingSuffix = ".inprogress"
 
 type fileKey struct {
 	dl   bool
