@@ -370,7 +370,8 @@ func pbConsume(b *testing.B, write bool) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(d.addrs...),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{pbTopic: at}),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.FetchMaxBytes(kafka.DefaultFetchMaxBytes), kgo.FetchMaxPartitionBytes(kafka.DefaultFetchMaxPartitionBytes))
+			kgo.FetchMaxBytes(kafka.DefaultFetchMaxBytes), kgo.FetchMaxPartitionBytes(kafka.DefaultFetchMaxPartitionBytes),
+			kgo.DisableFetchSessions()) // as the source
 		if err != nil {
 			b.Fatal(err)
 		}
