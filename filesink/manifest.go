@@ -104,6 +104,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // are updated on the writer's goroutine, crc by the I/O goroutine (read
 // after the queue is drained).
 type partStats struct {
+	// unknown: the part was resumed from a checkpoint written before parts
+	// kept figures; it gets none (and no manifest entry).
+	unknown bool
 	records int64
 	header  bool
 	// minET and maxET bound the records' event times, when known (hasET).
@@ -174,8 +177,12 @@ func (w *Writer) noteRecord(p *part, origin source.Origin) {
 	s.hasET = true
 }
 
-// snapshot returns the figures of a part whose file holds size bytes.
+// snapshot returns the figures of a part whose file holds size bytes (nil
+// if they are unknown).
 func (s *partStats) snapshot(size int64) *PartStats {
+	if s.unknown {
+		return nil
+	}
 	ps := &PartStats{Size: size, Records: s.records, Header: s.header, CRC32C: fmt.Sprintf("%08x", s.crc)}
 	if s.hasET {
 		lo, hi := s.minET.UTC(), s.maxET.UTC()
@@ -197,6 +204,7 @@ func (s *partStats) snapshot(size int64) *PartStats {
 func restoreStats(ps *PartStats) (partStats, error) {
 	var s partStats
 	if ps == nil {
+		s.unknown = true
 		return s, nil
 	}
 	crc, err := strconv.ParseUint(ps.CRC32C, 16, 32)

@@ -1348,3 +1348,46 @@ func TestPublishOnRoll(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeWithoutFigures: a part resumed from a checkpoint written before
+// parts kept figures (no "stats" in the state) is committed without any:
+// the manifest does not list it, rather than list a checksum of part of it.
+func TestResumeWithoutFigures(t *testing.T) {
+	be, _ := newLocal(t)
+	w := newWriter(t, be, 0)
+	mustWrite(t, w, []byte(`{"a":1}`))
+	snap := prepare(t, w, 1, false)
+	var st struct {
+		Parts []map[string]json.RawMessage `json:"parts"`
+	}
+	if err := json.Unmarshal(snap.State, &st); err != nil || len(st.Parts) != 1 {
+		t.Fatalf("state %s: %v", snap.State, err)
+	}
+	if _, ok := st.Parts[0]["stats"]; !ok {
+		t.Fatalf("state %s has no figures", snap.State)
+	}
+	delete(st.Parts[0], "stats") // as an older version wrote it
+	old, _ := json.Marshal(st)
+
+	w2 := newWriter(t, be, 0)
+	if err := w2.Restore(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, w2, []byte(`{"a":2}`))
+	final := prepare(t, w2, 2, true)
+	if len(final.Committables) != 1 {
+		t.Fatalf("%d committables", len(final.Committables))
+	}
+	var e map[string]json.RawMessage
+	json.Unmarshal(final.Committables[0], &e)
+	if _, ok := e["stats"]; ok {
+		t.Errorf("a part resumed without figures was committed with some: %s", final.Committables[0])
+	}
+	commitAll(t, w2, final.Committables)
+	if err := w2.CommittedCheckpoint(context.Background(), 2, final.Committables); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := filesink.ReadManifests(context.Background(), be); err != nil || len(ms) != 0 {
+		t.Errorf("manifests %v, %v: want none", ms, err)
+	}
+}
