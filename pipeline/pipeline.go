@@ -283,7 +283,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// A checkpoint's barrier is taken on this goroutine (Begin); phase 1
 	// (uploads, fsyncs), the decide step and phase 2 then run on their own
 	// goroutine while the subtasks take the next records. One checkpoint
-	// runs at a time: the next barrier waits for the previous checkpoint.
+	// runs at a time: the next barrier comes after the previous checkpoint
+	// (see checkpointDue below).
 	type outcome struct {
 		id  uint64
 		err error
