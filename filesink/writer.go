@@ -132,6 +132,10 @@ type Writer struct {
 	// the event time of the record being written.
 	eventTimed bucketing.EventTimed
 	recTime    time.Time
+	// batchNow is the processing time of the records of a batch, between
+	// BeginBatch and EndBatch (inBatch).
+	batchNow time.Time
+	inBatch  bool
 
 	ext      string
 	buckets  map[bucketKey]*bucket
@@ -269,7 +273,10 @@ func (w *Writer) namespace() string { return w.prefix + "-" + strconv.Itoa(w.sub
 // to the dead-letter output when one is configured); any other error leaves
 // the Writer unusable until Restore.
 func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin) error {
-	now := w.now()
+	now := w.batchNow
+	if !w.inBatch {
+		now = w.now()
+	}
 	var bpath string
 	var err error
 	if w.eventTimed != nil {
@@ -299,6 +306,16 @@ func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin)
 	w.stats.Bytes.Add(int64(n))
 	return nil
 }
+
+// BeginBatch tells the writer that the records written until EndBatch
+// arrived together: it reads its clock once for all of them (processing
+// time for bucketing and rolling) instead of once per record. The
+// pipeline calls it (pipeline.Batcher). Not safe for concurrent use, like
+// Write.
+func (w *Writer) BeginBatch() { w.batchNow, w.inBatch = w.now(), true }
+
+// EndBatch ends what BeginBatch started: Write reads the clock again.
+func (w *Writer) EndBatch() { w.inBatch = false }
 
 // encodeError marks an error of the encoder (a bad record).
 type encodeError struct{ err error }

@@ -1391,3 +1391,24 @@ func TestResumeWithoutFigures(t *testing.T) {
 		t.Errorf("manifests %v, %v: want none", ms, err)
 	}
 }
+
+// TestBeginBatchReadsTheClockOnce: between BeginBatch and EndBatch the
+// writer reads its clock once, not once per record; after EndBatch, per
+// record again.
+func TestBeginBatchReadsTheClockOnce(t *testing.T) {
+	be, _ := newLocal(t)
+	reads := 0
+	w := newWriter(t, be, 0, filesink.WithClock(func() time.Time { reads++; return t0 }))
+	w.BeginBatch()
+	for range 10 {
+		mustWrite(t, w, []byte(`{"a":1}`))
+	}
+	w.EndBatch()
+	if reads != 1 {
+		t.Errorf("%d clock reads for a batch of 10 records, want 1", reads)
+	}
+	mustWrite(t, w, []byte(`{"a":2}`))
+	if reads != 2 {
+		t.Errorf("%d clock reads after one more record outside a batch, want 2", reads)
+	}
+}

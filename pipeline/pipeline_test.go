@@ -970,3 +970,46 @@ func TestIntervalCheckpointDoesNotStopRecords(t *testing.T) {
 		t.Errorf("result %+v: want 50000 records and at least 2 checkpoints", res)
 	}
 }
+
+// batchSink records the BeginBatch/EndBatch calls around its writes.
+type batchSink struct {
+	pipeline.Sink
+	calls []string
+}
+
+func (b *batchSink) BeginBatch() { b.calls = append(b.calls, "begin") }
+func (b *batchSink) EndBatch()   { b.calls = append(b.calls, "end") }
+func (b *batchSink) Write(ctx context.Context, r []byte, o source.Origin) error {
+	if n := len(b.calls); n == 0 || b.calls[n-1] == "end" {
+		b.calls = append(b.calls, "write outside a batch")
+	} else if b.calls[n-1] != "write" {
+		b.calls = append(b.calls, "write")
+	}
+	return b.Sink.Write(ctx, r, o)
+}
+
+// TestRunBatcher: a sink that is a pipeline.Batcher gets every record
+// between a BeginBatch and an EndBatch.
+func TestRunBatcher(t *testing.T) {
+	e := newEnv(t, vfs.OS{}, t.TempDir())
+	bs := &batchSink{Sink: e.sinks(t, 1)[0]}
+	cfg := e.config([]pipeline.Sink{bs}, gen(300))
+	if _, err := pipeline.Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	batches := 0
+	for i, c := range bs.calls {
+		switch c {
+		case "write outside a batch":
+			t.Fatalf("a record was written outside BeginBatch/EndBatch: %v", bs.calls)
+		case "begin":
+			batches++
+			if i+1 < len(bs.calls) && bs.calls[i+1] == "begin" {
+				t.Fatalf("BeginBatch twice: %v", bs.calls)
+			}
+		}
+	}
+	if batches < 300/25 {
+		t.Errorf("%d batches of 25 records for 300 records", batches)
+	}
+}

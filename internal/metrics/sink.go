@@ -149,6 +149,20 @@ func (s *sink) CommittedCheckpoint(ctx context.Context, id uint64, committables 
 	return err
 }
 
+// BeginBatch forwards to a wrapped pipeline.Batcher.
+func (s *sink) BeginBatch() {
+	if b, ok := s.Sink.(pipeline.Batcher); ok {
+		b.BeginBatch()
+	}
+}
+
+// EndBatch forwards to a wrapped pipeline.Batcher.
+func (s *sink) EndBatch() {
+	if b, ok := s.Sink.(pipeline.Batcher); ok {
+		b.EndBatch()
+	}
+}
+
 func (s *sink) Restore(ctx context.Context, state json.RawMessage) error {
 	err := s.Sink.Restore(ctx, state)
 	if err == nil {
