@@ -51,6 +51,7 @@ import (
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/internal/miniotest"
+	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/source"
 )
 
@@ -350,7 +351,12 @@ func s3BenchRunSink(ctx context.Context, client *s3api.Client, bucket, prefix, s
 	}
 	defer await()
 	since, start := 0, 0
+	defer w.EndBatch()
 	for i, end := range in.ends {
+		if i%pipeline.DefaultBatchSize == 0 { // as pipeline.Run hands records over
+			w.EndBatch()
+			w.BeginBatch()
+		}
 		rec := in.data[start : end-1]
 		if err := w.Write(ctx, rec, source.Origin{Name: "gen", Num: int64(i)}); err != nil {
 			return st, err

@@ -16,6 +16,7 @@ import (
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/source"
 	pgo "github.com/parquet-go/parquet-go"
 )
@@ -82,11 +83,18 @@ func BenchmarkParquetSink(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
+			// In batches of pipeline.DefaultBatchSize, as pipeline.Run
+			// hands records to a sink (pipeline.Batcher).
 			for k, l := range lines {
+				if k%pipeline.DefaultBatchSize == 0 {
+					w.EndBatch()
+					w.BeginBatch()
+				}
 				if err := w.Write(ctx, l, source.Origin{Name: "bench", Num: int64(k + 1)}); err != nil {
 					b.Fatal(err)
 				}
 			}
+			w.EndBatch()
 			t0 := time.Now()
 			snap, err := w.Prepare(ctx, 1, true)
 			if err != nil {
