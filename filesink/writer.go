@@ -932,6 +932,13 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 		}
 		pw, err := be.Resume(ctx, e.Part)
 		if err != nil {
+			// At-least-once: a part open at the checkpoint may have rolled
+			// and been published before the crash. Its records up to the
+			// checkpoint are visible; those after it come again.
+			if w.publishOnRoll && errors.Is(err, committer.ErrDataLoss) && published(ctx, be, target) {
+				w.log.Warn("a part open at the restored checkpoint was published before the crash (at-least-once): its later records come again", "part", target)
+				continue
+			}
 			return err
 		}
 		key := bucketKey{dl: e.DeadLetter, path: e.Bucket}
@@ -947,6 +954,21 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 		w.buckets[key] = &bucket{key: key, part: p}
 	}
 	return nil
+}
+
+// published reports whether target is a finished file of be (false if be
+// cannot tell).
+func published(ctx context.Context, be committer.Backend, target string) bool {
+	fl, ok := be.(committer.FileLister)
+	if !ok {
+		return false
+	}
+	r, err := fl.OpenFile(ctx, target)
+	if err != nil {
+		return false
+	}
+	r.Close()
+	return true
 }
 
 // Sweep implements committer.Participant: it deletes in-progress files named
