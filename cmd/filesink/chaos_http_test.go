@@ -3,10 +3,8 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +21,7 @@ func TestChaosKill9HTTP(t *testing.T) {
 		t.Skip("needs SIGKILL and flock")
 	}
 	bin := buildCLI(t)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("FILESINK_CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("FILESINK_CHAOS_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("chaos seed %d (FILESINK_CHAOS_SEED=%d reproduces the kill schedule)", seed, seed)
+	seed := chaosSeed(t)
 	count := int64(chaosCount)
 	if testing.Short() {
 		count = chaosShortCount

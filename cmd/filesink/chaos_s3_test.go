@@ -22,7 +22,6 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,15 +60,7 @@ func s3ChildEnv(t *testing.T, srv *miniotest.Server) {
 }
 
 func chaosSeedFromEnv(t *testing.T) uint64 {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("FILESINK_CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("FILESINK_CHAOS_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("chaos seed %d (reproduce the kill schedule with FILESINK_CHAOS_SEED=%d; kill windows also adapt to the machine's speed)", seed, seed)
+	seed := chaosSeed(t)
 	return seed
 }
 

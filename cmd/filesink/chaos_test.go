@@ -75,15 +75,7 @@ func TestChaosKill9(t *testing.T) {
 	}
 	bin := buildCLI(t)
 
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("FILESINK_CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("FILESINK_CHAOS_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("chaos seed %d (reproduce the kill schedule with FILESINK_CHAOS_SEED=%d; kill windows also adapt to the machine's speed)", seed, seed)
+	seed := chaosSeed(t)
 
 	count := int64(chaosCount)
 	if testing.Short() {
@@ -138,6 +130,23 @@ func TestChaosKill9(t *testing.T) {
 			runChaos(t, bin, c, rng, count, want)
 		})
 	}
+}
+
+// chaosSeed returns the seed of a chaos test's kill schedule: random, or
+// FILESINK_CHAOS_SEED to reproduce a run (the kill windows also adapt to
+// the machine's speed).
+func chaosSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("FILESINK_CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("FILESINK_CHAOS_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("chaos seed %d (reproduce the kill schedule with FILESINK_CHAOS_SEED=%d; kill windows also adapt to the machine's speed)", seed, seed)
+	return seed
 }
 
 // buildCLI builds the filesink command into a temporary directory.
