@@ -2,6 +2,7 @@ package bulk
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/bits"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/decimal128"
+
+	"github.com/filesink/filesink/internal/jsonscan"
 )
 
 // value checks (b == nil) or appends (b != nil) one value of any type at
@@ -451,90 +454,20 @@ func (p *parser) number() (s, e int, isInt bool, err error) {
 	return s, i, isInt, nil
 }
 
-// skip checks and skips any JSON value.
+// skip checks and skips any JSON value (jsonscan's scanner, which also
+// validates JSON lines).
 func (p *parser) skip(depth int) error {
-	if depth > maxDepth {
-		return syntaxErr(p, "nesting too deep")
-	}
-	if p.i >= len(p.b) {
-		return syntaxErr(p, "unexpected end of input")
-	}
-	switch ch := p.b[p.i]; {
-	case ch == '"':
-		_, _, _, err := p.str()
+	end, err := jsonscan.Skip(p.b, p.i, depth)
+	if err != nil {
+		var se *jsonscan.SyntaxError
+		if errors.As(err, &se) {
+			p.i = se.Offset
+			return syntaxErr(p, se.Msg)
+		}
 		return err
-	case ch == '-' || ch >= '0' && ch <= '9':
-		_, _, _, err := p.number()
-		return err
-	case ch == 't':
-		return p.lit("true")
-	case ch == 'f':
-		return p.lit("false")
-	case ch == 'n':
-		return p.lit("null")
-	case ch == '[':
-		p.i++
-		p.ws()
-		if p.i < len(p.b) && p.b[p.i] == ']' {
-			p.i++
-			return nil
-		}
-		for {
-			if err := p.skip(depth + 1); err != nil {
-				return err
-			}
-			p.ws()
-			if p.i >= len(p.b) {
-				return syntaxErr(p, "unexpected end of input in array")
-			}
-			switch p.b[p.i] {
-			case ',':
-				p.i++
-				p.ws()
-			case ']':
-				p.i++
-				return nil
-			default:
-				return syntaxErr(p, "expected ',' or ']' in array")
-			}
-		}
-	case ch == '{':
-		p.i++
-		p.ws()
-		if p.i < len(p.b) && p.b[p.i] == '}' {
-			p.i++
-			return nil
-		}
-		for {
-			if _, _, _, err := p.str(); err != nil {
-				return err
-			}
-			p.ws()
-			if p.i >= len(p.b) || p.b[p.i] != ':' {
-				return syntaxErr(p, "expected ':' after key")
-			}
-			p.i++
-			p.ws()
-			if err := p.skip(depth + 1); err != nil {
-				return err
-			}
-			p.ws()
-			if p.i >= len(p.b) {
-				return syntaxErr(p, "unexpected end of input in object")
-			}
-			switch p.b[p.i] {
-			case ',':
-				p.i++
-				p.ws()
-			case '}':
-				p.i++
-				return nil
-			default:
-				return syntaxErr(p, "expected ',' or '}' in object")
-			}
-		}
 	}
-	return syntaxErr(p, "unexpected character "+strconv.QuoteRune(rune(p.b[p.i])))
+	p.i = end
+	return nil
 }
 
 // float64pow10 are the powers of ten a float64 holds exactly.

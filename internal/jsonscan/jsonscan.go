@@ -42,6 +42,18 @@ func scan(b []byte) (newline bool, err error) {
 	return s.nl, nil
 }
 
+// Skip checks the one JSON value that starts at b[i] (white space before
+// it is not skipped) and returns the index just after it, or a
+// *SyntaxError whose Offset is where it went wrong. depth is how deep the
+// value is nested already (MaxDepth bounds the total).
+func Skip(b []byte, i, depth int) (int, error) {
+	s := scanner{b: b, i: i}
+	if err := s.value(depth); err != nil {
+		return s.i, err
+	}
+	return s.i, nil
+}
+
 // ErrNewline is the error of CheckLine for a valid value that holds a
 // newline (in white space: strings cannot hold a raw one).
 var ErrNewline = errors.New("record contains a newline")
