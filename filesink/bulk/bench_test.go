@@ -108,7 +108,7 @@ func makeBenchData(n int) *benchData {
 	}
 	d := &benchData{rows: make([]benchRow, n)}
 	ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	var buf []byte
+	buf := make([]byte, 0, n*256)
 	offs := make([]int, 0, n+1)
 	for i := range d.rows {
 		r := benchRow{

@@ -8,9 +8,21 @@ type BenchRow = benchRow
 // BenchSchemaDoc is the benchmark's schema document.
 const BenchSchemaDoc = benchSchemaDoc
 
-// MakeBenchData returns n benchmark records as Go values and as JSON lines
-// (the same data BenchmarkEncode uses).
-func MakeBenchData(n int) ([]BenchRow, [][]byte) {
+// MakeBenchRows returns n benchmark records as Go values (the same data
+// BenchmarkEncode uses).
+func MakeBenchRows(n int) []BenchRow { return makeBenchData(n).rows }
+
+// MakeBenchLines returns the same n records as JSON lines: record k is
+// jsonl[ends[k-1]:ends[k]] (from 0 for the first), without its newline.
+// The two slices hold no pointers, so, unlike MakeBenchRows's strings
+// or a [][]byte, they cost the garbage collector nothing while a
+// sub-benchmark runs: a program reading a stream does not keep a million
+// records live either.
+func MakeBenchLines(n int) (jsonl []byte, ends []int) {
 	d := makeBenchData(n)
-	return d.rows, d.lines
+	ends = make([]int, n)
+	for k, l := range d.lines {
+		ends[k] = cap(d.jsonl) - cap(l) + len(l)
+	}
+	return d.jsonl, ends
 }
