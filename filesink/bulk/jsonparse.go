@@ -1,10 +1,8 @@
 package bulk
 
 import (
-	"encoding/binary"
 	"errors"
 	"math"
-	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf16"
@@ -248,21 +246,6 @@ func (p *parser) lit(w string) error {
 	return nil
 }
 
-const (
-	ones  = 0x0101010101010101
-	highs = 0x8080808080808080
-)
-
-// specials flags, for 8 bytes at once, the bytes that are '"', '\\', a
-// control character (< 0x20) or not ASCII (>= 0x80) with their high bit.
-// The lowest flagged byte is the first special one (bytes above it may be
-// flagged wrongly, through a borrow).
-func specials(x uint64) uint64 {
-	q := x ^ (ones * '"')
-	bs := x ^ (ones * '\\')
-	return ((q-ones)&^q | (bs-ones)&^bs | (x-ones*0x20)&^x | x) & highs
-}
-
 // str scans the string starting at p.i (which must be '"') and returns
 // the span of its contents. esc is true when the contents need unescape
 // (escapes, or invalid UTF-8 to replace).
@@ -276,13 +259,7 @@ func (p *parser) str() (s, e int, esc bool, err error) {
 	i := p.i
 	high := false
 	for {
-		for i+8 <= len(b) {
-			if m := specials(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+		i += jsonscan.IndexSpecial(b[i:], true)
 		if i >= len(b) {
 			p.i = i
 			return 0, 0, false, syntaxErr(p, "unterminated string")

@@ -1,7 +1,6 @@
 package jsonscan
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -209,26 +208,15 @@ func (s *scanner) array(depth int) error {
 	}
 }
 
-// plain marks bytes that need no attention inside a string.
-var plain = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
 const (
 	ones  = 0x0101010101010101
 	highs = 0x8080808080808080
 )
 
-// special reports, for 8 bytes at once, whether any is '"', '\\' or a
-// control character (< 0x20): the SWAR tests "has zero byte" and "has byte
-// less than n".
-func special(x uint64) bool { return specialBits(x)&highs != 0 }
-
-// specialBits has the high bit of a byte set where special would report
-// it (and possibly in later bytes): OR them to test several words at once.
+// specialBits has the high bit of a byte set, for 8 bytes at once, where
+// one is '"', '\\' or a control character (< 0x20), and possibly in later
+// bytes (a borrow), never in earlier ones: the SWAR tests "has zero byte"
+// and "has byte less than n".
 func specialBits(x uint64) uint64 {
 	q := x ^ (ones * '"')
 	bs := x ^ (ones * '\\')
@@ -239,23 +227,7 @@ func (s *scanner) str() error {
 	s.i++ // opening quote
 	b := s.b
 	for {
-		i := s.i
-		// 32 bytes a step while none is special, then 8, then 1.
-		for i+32 <= len(b) {
-			w := b[i : i+32]
-			m := specialBits(binary.LittleEndian.Uint64(w)) | specialBits(binary.LittleEndian.Uint64(w[8:])) |
-				specialBits(binary.LittleEndian.Uint64(w[16:])) | specialBits(binary.LittleEndian.Uint64(w[24:]))
-			if m&highs != 0 {
-				break
-			}
-			i += 32
-		}
-		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		for i < len(b) && plain[b[i]] {
-			i++
-		}
+		i := s.i + IndexSpecial(b[s.i:], false)
 		s.i = i
 		if i >= len(b) {
 			return s.fail("unterminated string")
