@@ -71,6 +71,13 @@ type Coordinator struct {
 	next      uint64    // id of the next checkpoint
 	pending   []pending // decided or prepared, not yet committed, in checkpoint order
 	commits   int       // commits run in the current phase 2 (for hook names)
+	// records are the records in the store, oldest first, as this
+	// coordinator knows them: listed by Recover, then each one it writes
+	// added and each one it prunes removed. Pruning and the sweeps use them
+	// instead of listing and reading the store again (on S3, a listing
+	// costs the server more than the record's PUT). A failed Put breaks the
+	// coordinator, so that an in-doubt record is never missing here.
+	records []*recovery.Checkpoint
 }
 
 type pending struct {
@@ -145,6 +152,7 @@ func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error)
 	if err != nil {
 		return nil, c.fail(fmt.Errorf("recover from %s: %w", c.store.Location(), err))
 	}
+	c.records = slices.Clone(retained)
 	var last *recovery.Checkpoint
 	if len(retained) > 0 {
 		last = retained[len(retained)-1]
@@ -299,6 +307,7 @@ func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
 	if err := c.store.Put(ctx, rec); err != nil {
 		return 0, c.fail(fmt.Errorf("checkpoint %d: decide: %w", id, err))
 	}
+	c.records = append(c.records, rec)
 	c.pending = all
 	c.next = id + 1
 	c.final = ph.final
@@ -371,23 +380,33 @@ func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) err
 	if err := c.at(phase + "phase2"); err != nil {
 		return err
 	}
-	if err := recovery.Prune(ctx, c.store, c.retain); err != nil {
+	if err := c.prune(ctx); err != nil {
 		return fmt.Errorf("prune checkpoints in %s: %w", c.store.Location(), err)
 	}
 	if err := c.at(phase + "pruned"); err != nil {
 		return err
 	}
 	if phase == "" && c.sweepEvery > 0 && (upTo%uint64(c.sweepEvery) == 0 || c.final) {
-		retained, err := recovery.Retained(ctx, c.store)
-		if err != nil {
-			return err
-		}
+		retained := slices.Clone(c.records)
 		for _, p := range c.parts {
 			if err := p.Sweep(ctx, retained); err != nil {
 				return fmt.Errorf("cleanup %s: %w", p.Name(), err)
 			}
 		}
 		return c.at("swept")
+	}
+	return nil
+}
+
+// prune deletes all but the newest c.retain records (recovery.Prune,
+// without listing the store: c.records are its records).
+func (c *Coordinator) prune(ctx context.Context) error {
+	keep := max(c.retain, 1)
+	for len(c.records) > keep {
+		if err := c.store.Delete(ctx, c.records[0].ID); err != nil {
+			return err
+		}
+		c.records = c.records[1:]
 	}
 	return nil
 }

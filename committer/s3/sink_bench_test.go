@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -80,7 +81,7 @@ func s3BenchModes() []s3sink.Integrity {
 	return []s3sink.Integrity{s3sink.IntegrityDefault, s3sink.IntegrityFast}
 }
 
-func s3BenchEnvInt(b *testing.B, name string, def int) int {
+func s3BenchEnvInt(b testing.TB, name string, def int) int {
 	if s := os.Getenv(name); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -105,7 +106,7 @@ var (
 
 // s3BenchLoad generates the records once (source.NewGenerator, one key) and
 // keeps them in memory, so that generation is not timed.
-func s3BenchLoad(b *testing.B) *s3BenchInput {
+func s3BenchLoad(b testing.TB) *s3BenchInput {
 	s3BenchMu.Lock()
 	defer s3BenchMu.Unlock()
 	if s3BenchCache != nil {
@@ -162,25 +163,30 @@ type s3BenchStats struct {
 }
 
 // s3BenchLoop runs op once per iteration on a fresh prefix, reports MB/s
-// (b.SetBytes), CPU seconds per op (the whole process: MinIO is another
-// process), and the time in the intermediate and final checkpoints; the
-// first op's output is checked, and every op's objects are deleted outside
-// the timer.
-func s3BenchLoop(b *testing.B, client *s3api.Client, bucket string, in *s3BenchInput, op func(prefix string) (s3BenchStats, error)) {
+// (b.SetBytes), CPU seconds per op of this process (cpu-s/op) and of the
+// MinIO server (minio-cpu-s/op, from /proc where there is one), and the
+// time in the intermediate and final checkpoints; the first op's output is
+// checked, and every op's objects are deleted outside the timer.
+func s3BenchLoop(b *testing.B, srv *miniotest.Server, client *s3api.Client, bucket string, in *s3BenchInput, op func(prefix string) (s3BenchStats, error)) {
 	b.SetBytes(int64(len(in.data)))
 	b.ReportAllocs()
 	var total s3BenchStats
-	var cpu time.Duration
+	var cpu, mcpu time.Duration
+	mok := true
 	iter := 0
 	for b.Loop() {
 		b.StopTimer()
 		prefix := fmt.Sprintf("op-%d-%d", time.Now().UnixNano(), iter)
 		iter++
 		cpu0 := s3BenchCPU(b)
+		m0, ok0 := procCPU(srv.PID())
 		b.StartTimer()
 		st, err := op(prefix)
 		b.StopTimer()
 		cpu += s3BenchCPU(b) - cpu0
+		m1, ok1 := procCPU(srv.PID())
+		mok = mok && ok0 && ok1
+		mcpu += m1 - m0
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -198,8 +204,39 @@ func s3BenchLoop(b *testing.B, client *s3api.Client, bucket string, in *s3BenchI
 	}
 	n := float64(iter)
 	b.ReportMetric(cpu.Seconds()/n, "cpu-s/op")
+	if mok {
+		b.ReportMetric(mcpu.Seconds()/n, "minio-cpu-s/op")
+	}
 	b.ReportMetric(total.ckpt.Seconds()/n, "ckpt-s/op")
 	b.ReportMetric(total.final.Seconds()/n, "final-s/op")
+}
+
+// procCPU is the user+system CPU time of process pid so far, from
+// /proc/PID/stat (false where it cannot be read).
+func procCPU(pid int) (time.Duration, bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command name, which is in parentheses.
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64) // utime: field 14
+	st, err2 := strconv.ParseInt(f[12], 10, 64) // stime: field 15
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticks, true
 }
 
 func s3BenchCPU(b *testing.B) time.Duration {
@@ -276,7 +313,7 @@ func BenchmarkS3Sink(b *testing.B) {
 			srv, client := s3BenchServer(b, m)
 			bucket := srv.NewBucket(b)
 			spill := b.TempDir()
-			s3BenchLoop(b, client, bucket, in, func(prefix string) (s3BenchStats, error) {
+			s3BenchLoop(b, srv, client, bucket, in, func(prefix string) (s3BenchStats, error) {
 				return s3BenchRunSink(b.Context(), client, bucket, prefix, spill, m, in)
 			})
 		})
@@ -395,7 +432,7 @@ func BenchmarkS3RawUpload(b *testing.B) {
 		b.Run("integrity="+m.String(), func(b *testing.B) {
 			srv, client := s3BenchServer(b, m)
 			bucket := srv.NewBucket(b)
-			s3BenchLoop(b, client, bucket, in, func(prefix string) (s3BenchStats, error) {
+			s3BenchLoop(b, srv, client, bucket, in, func(prefix string) (s3BenchStats, error) {
 				return s3BenchRawUpload(b.Context(), client, bucket, prefix+"/data.jsonl", in.data)
 			})
 		})

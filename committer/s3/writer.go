@@ -393,6 +393,7 @@ func (w *writer) uploadPart(number int32, s *spillFile) (partRec, error) {
 		if h := s.payloadHash(); h != "" {
 			call = append(call, withPayloadHash(h))
 		}
+		call = append(call, withFileBody(s.f, 0, s.n))
 	}
 	in := &s3api.UploadPartInput{
 		Bucket: &w.b.bucket, Key: &w.rec.Key, UploadId: &w.rec.UploadID,
@@ -600,7 +601,7 @@ func (w *writer) putTailObject(ctx context.Context, s *spillFile, key string, fr
 	if w.b.o.checksums {
 		in.ChecksumCRC32 = crcBase64(crc)
 	}
-	if _, err := w.b.client.PutObject(ctx, in, w.b.call()); err != nil {
+	if _, err := w.b.client.PutObject(ctx, in, w.b.call(), withFileBody(s.f, from, n)); err != nil {
 		return tailRec{}, fmt.Errorf("s3: persist %s: write tail object %s: %w", w.where(), w.b.objURL(key), err)
 	}
 	return tailRec{Key: key, Length: n, CRC32: *crcBase64(crc)}, nil

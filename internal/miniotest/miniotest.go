@@ -388,6 +388,17 @@ func (s *Server) Running() bool {
 	}
 }
 
+// PID returns the process id of the running server, or 0 when it is
+// stopped.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.cmd.Process == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
 // Output returns the last bytes (up to 64 KiB) the server process, or the
 // last one if it is stopped, wrote to stdout and stderr.
 func (s *Server) Output() string {
