@@ -307,7 +307,13 @@ func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
 	if err := c.store.Put(ctx, rec); err != nil {
 		return 0, c.fail(fmt.Errorf("checkpoint %d: decide: %w", id, err))
 	}
-	c.records = append(c.records, rec)
+	// Keep a copy that owns its bytes, as a read of the store would give:
+	// participants may reuse the buffers behind their states.
+	kept, err := cloneRecord(rec)
+	if err != nil {
+		return 0, c.fail(fmt.Errorf("checkpoint %d: %w", id, err))
+	}
+	c.records = append(c.records, kept)
 	c.pending = all
 	c.next = id + 1
 	c.final = ph.final
@@ -396,6 +402,15 @@ func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) err
 		return c.at("swept")
 	}
 	return nil
+}
+
+// cloneRecord returns a deep copy of rec, through its encoding.
+func cloneRecord(rec *recovery.Checkpoint) (*recovery.Checkpoint, error) {
+	b, err := recovery.Encode(rec)
+	if err != nil {
+		return nil, err
+	}
+	return recovery.Decode("checkpoint "+strconv.FormatUint(rec.ID, 10), b)
 }
 
 // prune deletes all but the newest c.retain records (recovery.Prune,

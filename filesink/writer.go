@@ -110,6 +110,11 @@ type Stats struct {
 // Commit only touches published and pending files and is safe to call
 // concurrently with nothing else of the same Writer.
 type Writer struct {
+	// last is the bucket of the last record (nil after buckets were
+	// forgotten): most inputs write many records in a row to one bucket,
+	// and the map lookup was a tenth of the sink's own time per record.
+	last *bucket
+
 	backend committer.Backend
 	dl      committer.Backend
 	subtask int
@@ -326,7 +331,7 @@ func (e encodeError) Error() string { return e.err.Error() }
 // bytes already buffered there (no copy) when the bucket has an open part.
 // It returns the encoded size.
 func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, origin source.Origin, now time.Time) (int, error) {
-	b := w.buckets[key]
+	b := w.lookup(key)
 	if b == nil || b.part == nil {
 		var err error
 		w.scratch, err = w.enc.Encode(w.scratch[:0], record)
@@ -385,10 +390,11 @@ func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, c
 }
 
 func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, origin source.Origin, now time.Time) error {
-	b := w.buckets[key]
+	b := w.lookup(key)
 	if b == nil {
 		b = &bucket{key: key}
 		w.buckets[key] = b
+		w.last = b
 	}
 	if b.part != nil {
 		if w.mustRoll(b, w.info(b), len(data), now) {
@@ -550,6 +556,18 @@ func (w *Writer) mustRoll(b *bucket, info PartInfo, n int, now time.Time) bool {
 		return true
 	}
 	return b.part.full.Load()
+}
+
+// lookup returns the bucket of key, or nil.
+func (w *Writer) lookup(key bucketKey) *bucket {
+	if b := w.last; b != nil && b.key == key {
+		return b
+	}
+	b := w.buckets[key]
+	if b != nil {
+		w.last = b
+	}
+	return b
 }
 
 func (w *Writer) info(b *bucket) PartInfo {
@@ -802,6 +820,7 @@ func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(
 	rolled := w.rolled
 	w.rolled = nil
 	// Forget buckets with nothing open: memory follows the open buckets.
+	w.last = nil
 	for k, b := range w.buckets {
 		if b.part == nil {
 			w.release(b)
@@ -952,6 +971,7 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 			p.full.Store(true)
 		}
 		w.buckets[key] = &bucket{key: key, part: p}
+		w.last = nil
 	}
 	return nil
 }
@@ -1059,6 +1079,7 @@ func (w *Writer) Close() error {
 	first := w.io.stop()
 	w.awaitClosing()
 	w.io = ioQueue{}
+	w.last = nil
 	for k, b := range w.buckets {
 		if b.part != nil && b.part.pw != nil {
 			if err := b.part.pw.Close(); err != nil && first == nil {
