@@ -15,13 +15,6 @@
 //     retried on the same descriptor.
 //   - Commit renames with renameat2(RENAME_NOREPLACE) (link+unlink where the
 //     filesystem lacks it), never os.Rename, then fsyncs the directory.
-//   - With vfs.OS on Linux, part files are appended with direct I/O
-//     (WithDirectIO, on by default): whole 4 KiB blocks go from a reused
-//     1 MiB buffer to the device with O_DIRECT, and the partial last block
-//     is written through the page cache at each Persist; the fsync that
-//     follows makes both durable, so the rules above do not change.
-//     Filesystems without O_DIRECT (tmpfs) are written through the page
-//     cache, with a writeback hint every 1 MiB (sync_file_range).
 //   - Resume truncates the staging file to the recorded length; a shorter
 //     file is ErrDataLoss.
 //   - Commit is verified: staging gone and target present with the recorded

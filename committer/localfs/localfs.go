@@ -29,23 +29,7 @@ type Backend struct {
 	durable  map[string]bool // directories whose entry in their parent is durable
 	unsynced map[string]bool // directories made (or found) whose entry is not yet synced
 	syncs    chan struct{}   // bounds the background fsyncs of PersistAsync
-	direct   bool            // part files are appended with direct I/O where possible
 }
-
-// Option configures a Backend.
-type Option func(*Backend)
-
-// WithDirectIO turns direct I/O for part files on (the default with
-// vfs.OS) or off. With it, a part writer appends whole 4 KiB blocks from
-// a reused buffer of 1 MiB with O_DIRECT, past the page cache, and writes
-// the partial last block through the cache at each checkpoint
-// (vfs.DirectAppender); the checkpoint's fsync makes both durable, as
-// before. It saves the copy of every byte into the page cache and the
-// allocation of its pages, the largest CPU cost of writing a file on a
-// virtual machine whose memory the hypervisor backs on first touch.
-// Filesystems without direct I/O (tmpfs) and other vfs.FS implementations
-// are written through the page cache either way.
-func WithDirectIO(on bool) Option { return func(b *Backend) { b.direct = on } }
 
 // maxSyncs bounds the fsyncs that PersistAsync runs at once per backend.
 const maxSyncs = 16
@@ -56,33 +40,9 @@ var (
 )
 
 // New returns a backend publishing under root. fsys is usually vfs.OS{}.
-func New(fsys vfs.FS, root string, opts ...Option) *Backend {
-	b := &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
-		syncs: make(chan struct{}, maxSyncs), direct: true}
-	for _, o := range opts {
-		o(b)
-	}
-	if _, ok := fsys.(vfs.OS); !ok {
-		b.direct = false
-	}
-	return b
-}
-
-// openDirect gives w a direct appender for its file of size bytes when
-// the backend uses direct I/O and the filesystem supports it.
-func (b *Backend) openDirect(w *writer, name string, size int64) error {
-	if !b.direct {
-		return nil
-	}
-	da, err := vfs.OpenDirect(name, size, w.awaitSync)
-	if errors.Is(err, vfs.ErrNoDirectIO) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("localfs: open %s: %w", name, err)
-	}
-	w.da = da
-	return nil
+func New(fsys vfs.FS, root string) *Backend {
+	return &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
+		syncs: make(chan struct{}, maxSyncs)}
 }
 
 // Root returns the output directory.
@@ -158,12 +118,7 @@ func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter
 	if err != nil {
 		return nil, fmt.Errorf("localfs: open %s: %w", target, err)
 	}
-	w := &writer{b: b, f: f, rec: r, dir: dir}
-	if err := b.openDirect(w, b.abs(r.Staging), 0); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return w, nil
+	return &writer{b: b, f: f, rec: r, dir: dir}, nil
 }
 
 // ensureDir makes dir and its missing parents. It does not sync: every
@@ -256,12 +211,7 @@ func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (commit
 	}
 	// The file's directory entry is durable: the checkpoint that recorded it
 	// synced the directory.
-	w := &writer{b: b, f: f, rec: r, dir: filepath.Dir(name), dirSynced: true}
-	if err := b.openDirect(w, name, r.Length); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return w, nil
+	return &writer{b: b, f: f, rec: r, dir: filepath.Dir(name), dirSynced: true}, nil
 }
 
 // Commit implements committer.Backend.
@@ -517,7 +467,6 @@ func (b *Backend) walk(ctx context.Context, rel string, fn func(string, fs.DirEn
 type writer struct {
 	b    *Backend
 	f    vfs.File
-	da   *vfs.DirectAppender // nil unless appending with direct I/O
 	rec  record
 	dir  string
 	size int64
@@ -555,14 +504,6 @@ func (w *writer) Write(p []byte) (int, error) {
 	if err := w.broken(); err != nil {
 		return 0, err
 	}
-	if w.da != nil {
-		n, err := w.da.Write(p)
-		w.size += int64(n)
-		if err != nil {
-			return n, w.fail(fmt.Errorf("localfs: write %s: %w", w.b.abs(w.rec.Staging), err))
-		}
-		return n, nil
-	}
 	n, err := w.f.Write(p)
 	w.size += int64(n)
 	if err != nil {
@@ -596,24 +537,9 @@ func (w *writer) sync(ctx context.Context) (record, error) {
 		return record{}, err
 	}
 	w.awaitSync()
-	if err := w.flushDirect(); err != nil {
-		return record{}, err
-	}
 	r := w.rec
 	r.Length = w.Size()
 	return r, w.syncData()
-}
-
-// flushDirect writes the direct appender's buffered bytes to the file (not
-// yet durable), on the writing goroutine.
-func (w *writer) flushDirect() error {
-	if w.da == nil {
-		return nil
-	}
-	if err := w.da.Flush(); err != nil {
-		return w.fail(fmt.Errorf("localfs: write %s: %w", w.b.abs(w.rec.Staging), err))
-	}
-	return nil
 }
 
 // syncData fsyncs the file, the directories made for it and its
@@ -658,9 +584,6 @@ func (w *writer) PersistAsync(ctx context.Context) (func(context.Context) (json.
 		return nil, err
 	}
 	w.awaitSync()
-	if err := w.flushDirect(); err != nil {
-		return nil, err
-	}
 	r := w.rec
 	r.Length = w.Size()
 	done := make(chan struct{})
@@ -699,20 +622,10 @@ func (w *writer) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	w.closed = true
-	w.closeDirect()
 	if err := w.f.Close(); err != nil {
 		return nil, fmt.Errorf("localfs: close %s: %w", w.b.abs(w.rec.Staging), err)
 	}
 	return json.Marshal(r)
-}
-
-// closeDirect closes the direct appender's descriptors (after a flush, or
-// abandoning its buffer).
-func (w *writer) closeDirect() {
-	if w.da != nil {
-		w.da.Close()
-		w.da = nil
-	}
 }
 
 func (w *writer) Close() error {
@@ -721,6 +634,5 @@ func (w *writer) Close() error {
 	}
 	w.closed = true
 	w.awaitSync()
-	w.closeDirect()
 	return w.f.Close()
 }
