@@ -40,7 +40,11 @@
 // the background; at most WithConcurrency (default 4) uploads per writer run
 // at once and Write blocks beyond that, so a writer holds at most
 // concurrency+1 parts on disk and a small buffer in memory. Part numbers,
-// ETags, sizes and CRC-32s are recorded in order.
+// ETags, sizes and CRC-32s are recorded in order. Over plain HTTP on Linux a
+// part or tail object is sent from its spill file by the kernel (sendfile,
+// through a fresh descriptor per attempt) instead of being read into the
+// process and written to the socket; over TLS the bytes pass through the
+// process.
 //
 // A checkpoint's persist runs in two steps (committer.AsyncPersister): at
 // the barrier, PersistAsync starts making the bytes written so far durable
