@@ -466,3 +466,92 @@ func TestCheckpointCommitterAfterEveryCrash(t *testing.T) {
 		}
 	}
 }
+
+// countingStore counts the listings and reads of a store.
+type countingStore struct {
+	recovery.Store
+	lists, gets int
+}
+
+func (s *countingStore) List(ctx context.Context) ([]uint64, error) {
+	s.lists++
+	return s.Store.List(ctx)
+}
+
+func (s *countingStore) Get(ctx context.Context, id uint64) (*recovery.Checkpoint, error) {
+	s.gets++
+	return s.Store.Get(ctx, id)
+}
+
+// sweepSpy records, at each sweep, the retained records it was given and
+// what the store held at that moment.
+type sweepSpy struct {
+	fake
+	store        recovery.Store
+	given, there [][]uint64
+	mismatch     []string
+}
+
+func (s *sweepSpy) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+	var ids []uint64
+	for _, r := range retained {
+		ids = append(ids, r.ID)
+		stored, err := s.store.Get(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		a, _ := json.Marshal(r)
+		b, _ := json.Marshal(stored)
+		if string(a) != string(b) {
+			s.mismatch = append(s.mismatch, fmt.Sprintf("record %d: given %s, stored %s", r.ID, a, b))
+		}
+	}
+	there, err := s.store.List(ctx)
+	if err != nil {
+		return err
+	}
+	s.given, s.there = append(s.given, ids), append(s.there, there)
+	return nil
+}
+
+// TestPruneAndSweepWithoutListing: after Recover, checkpoints prune and
+// sweep from the records the coordinator wrote, without listing or reading
+// the store again; the records a sweep gets are exactly those in the store,
+// with the stored content, and pruning keeps the newest three.
+func TestPruneAndSweepWithoutListing(t *testing.T) {
+	ctx := context.Background()
+	inner := newStore(t)
+	store := &countingStore{Store: inner}
+	spy := &sweepSpy{fake: fake{name: "a", w: &world{}}, store: inner}
+	c, err := committer.New(store, []committer.Participant{spy}, committer.WithSweepEvery(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lists, gets := store.lists, store.gets
+	for i := range 7 {
+		if _, err := c.Checkpoint(ctx, json.RawMessage(fmt.Sprint(i)), i == 6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if store.lists != lists || store.gets != gets {
+		t.Errorf("checkpoints listed the store %d times and read %d records", store.lists-lists, store.gets-gets)
+	}
+	// The recovery sweep, then after checkpoints 2, 4, 6 and the final 7.
+	if len(spy.given) != 5 {
+		t.Fatalf("%d sweeps, want 5: %v", len(spy.given), spy.given)
+	}
+	for i := range spy.given {
+		if !slices.Equal(spy.given[i], spy.there[i]) {
+			t.Errorf("sweep %d got records %v, the store held %v", i, spy.given[i], spy.there[i])
+		}
+	}
+	if want := []uint64{5, 6, 7}; !slices.Equal(spy.given[4], want) {
+		t.Errorf("last sweep got %v, want %v", spy.given[4], want)
+	}
+	for _, m := range spy.mismatch {
+		t.Error(m)
+	}
+}
