@@ -168,6 +168,17 @@ type MetaStore interface {
 	PutFile(ctx context.Context, target string, data []byte) error
 }
 
+// MetaListerAfter is implemented by MetaStores that can list a
+// directory from a given name on (S3's StartAfter), so that a reader that
+// has seen its first names, such as the markers reading the manifests of
+// each new checkpoint, does not list them all again. Safe for concurrent
+// use.
+type MetaListerAfter interface {
+	// ListMetaAfter is ListMeta limited to the names greater than after
+	// (a name as ListMeta returns it, which need not exist).
+	ListMetaAfter(ctx context.Context, dir, after string) ([]string, error)
+}
+
 // FileLister is implemented by backends whose finished output can be
 // listed and read back (the verify command's auditor). Safe for
 // concurrent use.

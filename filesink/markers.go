@@ -84,7 +84,16 @@ func (m *Markers) Checkpointed(ctx context.Context, rec *recovery.Checkpoint) er
 	if prefix == "" {
 		prefix = "part"
 	}
-	names, err := ms.ListMeta(ctx, ManifestDir)
+	var names []string
+	var err error
+	if la, ok := ms.(committer.MetaListerAfter); ok && m.started {
+		// Only the manifests of checkpoints after the last one read: their
+		// names start with the 20-digit checkpoint id, and '~' sorts after
+		// the '-' that follows it.
+		names, err = la.ListMetaAfter(ctx, ManifestDir, fmt.Sprintf("%s/%020d~", ManifestDir, m.read))
+	} else {
+		names, err = ms.ListMeta(ctx, ManifestDir)
+	}
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package filesink_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/source"
 )
@@ -19,7 +21,48 @@ import (
 // gets its _SUCCESS only once its hour (plus the lateness) is over and no
 // subtask has an open part in it, and the marker lists the files of both
 // subtasks. A second Markers (a restarted job) finds the marker written.
+// The same with an output that lists manifests from a name on
+// (committer.MetaListerAfter, as S3 does): after the first checkpoint the
+// markers list only the manifests of newer checkpoints.
 func TestMarkers(t *testing.T) {
+	t.Run("list", func(t *testing.T) {
+		testMarkers(t, func(be *localfs.Backend) committer.Backend { return be })
+	})
+	t.Run("list-after", func(t *testing.T) {
+		var out *afterLister
+		testMarkers(t, func(be *localfs.Backend) committer.Backend {
+			if out == nil {
+				out = &afterLister{Backend: be}
+			}
+			return out
+		})
+		// The first Markers' two checkpoints after its first, and none of
+		// the restarted one's (its first call lists every manifest).
+		if len(out.afters) != 2 {
+			t.Fatalf("ListMetaAfter called %d times (%v), want 2", len(out.afters), out.afters)
+		}
+		for i, a := range out.afters {
+			if want := fmt.Sprintf("%s/%020d~", filesink.ManifestDir, i+1); a != want {
+				t.Errorf("call %d listed after %q, want %q", i, a, want)
+			}
+		}
+	})
+}
+
+// afterLister adds committer.MetaListerAfter to a localfs backend and
+// records the names it was asked to list after.
+type afterLister struct {
+	*localfs.Backend
+	afters []string
+}
+
+func (a *afterLister) ListMetaAfter(ctx context.Context, dir, after string) ([]string, error) {
+	a.afters = append(a.afters, after)
+	names, err := a.ListMeta(ctx, dir)
+	return slices.DeleteFunc(names, func(n string) bool { return n <= after }), err
+}
+
+func testMarkers(t *testing.T, output func(*localfs.Backend) committer.Backend) {
 	ctx := context.Background()
 	be, root := newLocal(t)
 	clock := newClock() // t0
@@ -33,7 +76,7 @@ func TestMarkers(t *testing.T) {
 		parts = append(parts, w)
 	}
 	coord, store := newCoordinator(t, root, parts...)
-	m := &filesink.Markers{Output: be, Assigner: assign.(bucketing.Windowed), Lateness: 10 * time.Minute}
+	m := &filesink.Markers{Output: output(be), Assigner: assign.(bucketing.Windowed), Lateness: 10 * time.Minute}
 	n := int64(0)
 	write := func(w *filesink.Writer) {
 		n++
@@ -97,7 +140,7 @@ func TestMarkers(t *testing.T) {
 		t.Errorf("the open hour %s has a marker", next)
 	}
 	// A restarted job reads every manifest again and leaves the marker.
-	m2 := &filesink.Markers{Output: be, Assigner: assign.(bucketing.Windowed), Lateness: 10 * time.Minute}
+	m2 := &filesink.Markers{Output: output(be), Assigner: assign.(bucketing.Windowed), Lateness: 10 * time.Minute}
 	id, err := coord.Checkpoint(ctx, nil, false)
 	if err != nil {
 		t.Fatal(err)

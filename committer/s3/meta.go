@@ -92,12 +92,27 @@ func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
 
 // ListMeta implements committer.MetaStore.
 func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
+	return b.listMeta(ctx, dir, "")
+}
+
+// ListMetaAfter implements committer.MetaListerAfter.
+func (b *Backend) ListMetaAfter(ctx context.Context, dir, after string) ([]string, error) {
+	return b.listMeta(ctx, dir, after)
+}
+
+// listMeta lists the objects directly in dir, from the first name greater
+// than after on ("" for all).
+func (b *Backend) listMeta(ctx context.Context, dir, after string) ([]string, error) {
 	key, err := b.metaKey(dir)
 	if err != nil {
 		return nil, err
 	}
+	in := &s3api.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(key + "/"), Delimiter: aws.String("/")}
+	if rest, ok := strings.CutPrefix(after, dir+"/"); ok && rest != "" {
+		in.StartAfter = aws.String(key + "/" + rest)
+	}
 	var names []string
-	p := s3api.NewListObjectsV2Paginator(b.client, &s3api.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(key + "/"), Delimiter: aws.String("/")})
+	p := s3api.NewListObjectsV2Paginator(b.client, in)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx, b.call())
 		if err != nil {

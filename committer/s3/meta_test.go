@@ -42,6 +42,16 @@ func TestMetaStore(t *testing.T) {
 	if err != nil || !slices.Equal(names, []string{"manifests/0.json", "manifests/1.json"}) {
 		t.Fatalf("ListMeta = %v, %v", names, err)
 	}
+	for after, want := range map[string][]string{
+		"":                 {"manifests/0.json", "manifests/1.json"},
+		"manifests/0.json": {"manifests/1.json"},
+		"manifests/0~":     {"manifests/1.json"},
+		"manifests/1~":     nil,
+	} {
+		if got, err := b.ListMetaAfter(ctx, "manifests", after); err != nil || !slices.Equal(got, want) {
+			t.Errorf("ListMetaAfter(%q) = %v, %v; want %v", after, got, err, want)
+		}
+	}
 	for _, k := range []string{"a/part-1.jsonl", "part-2.jsonl", "_filesink-staging/x", "a/_tmp/y"} {
 		key := h.key(k)
 		if _, err := h.client.PutObject(ctx, &s3api.PutObjectInput{Bucket: &h.bucket, Key: &key, Body: bytes.NewReader([]byte(k)), ContentLength: aws.Int64(int64(len(k)))}); err != nil {
