@@ -63,6 +63,10 @@ type Backend struct {
 	// hand it to the SDK, which would otherwise read each part back from
 	// the spill file once more to hash it.
 	hashSpill bool
+	// spills are the released spill files the writers reuse (at most
+	// concurrency+1; unlinked files, closed by Close or, failing that, by
+	// the garbage collector once the backend is unreachable).
+	spills spillPool
 }
 
 var (
@@ -91,7 +95,17 @@ func New(client *s3api.Client, bucket, prefix string, opts ...Option) (*Backend,
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &Backend{client: client, bucket: bucket, prefix: p, o: o, hashSpill: plainHTTP(client)}, nil
+	return &Backend{client: client, bucket: bucket, prefix: p, o: o, hashSpill: plainHTTP(client),
+		spills: spillPool{max: o.concurrency + 1}}, nil
+}
+
+// Close closes the spill files the backend keeps for reuse. Writers still
+// open go on (the files they hold are closed when they release them), and
+// nothing is kept afterwards. Nothing in the store is touched. Safe for
+// concurrent use; later calls do nothing.
+func (b *Backend) Close() error {
+	b.spills.close()
+	return nil
 }
 
 // plainHTTP reports whether client's endpoint is an http:// URL. With

@@ -39,7 +39,10 @@
 // reject a smaller non-last part at CompleteMultipartUpload) is uploaded in
 // the background; at most WithConcurrency (default 4) uploads per writer run
 // at once and Write blocks beyond that, so a writer holds at most
-// concurrency+1 parts on disk and a small buffer in memory. Part numbers,
+// concurrency+1 parts on disk and a small buffer in memory. Released spill
+// files are overwritten for the next parts of the backend's writers (at
+// most concurrency+1 kept per backend, until Backend.Close): a writer
+// after a roll reuses its predecessor's files and their page cache. Part numbers,
 // ETags, sizes and CRC-32s are recorded in order. Over plain HTTP on Linux a
 // part or tail object is sent from its spill file by the kernel (sendfile,
 // through a fresh descriptor per attempt) instead of being read into the

@@ -21,6 +21,8 @@ import (
 // request must be signed with the SHA-256 of the bytes it carried (the
 // writer's precomputed one; MinIO rejects a mismatch), and the object
 // must hold exactly the bytes written, none of a reused file's stale ones.
+// A second writer of the backend (as after a roll) takes its first spill
+// file from the ones the first released; Close empties the pool.
 func TestSpillReuseAndPayloadHash(t *testing.T) {
 	srv := requireMinio(t)
 	var mu sync.Mutex
@@ -64,9 +66,7 @@ func TestSpillReuseAndPayloadHash(t *testing.T) {
 	if err := w.waitParts(t.Context(), 5); err != nil {
 		t.Fatal(err)
 	}
-	w.spills.mu.Lock()
-	spare := len(w.spills.files)
-	w.spills.mu.Unlock()
+	spare := b.spills.kept()
 	if spare == 0 {
 		t.Fatal("no spill file came back to the pool after the parts were uploaded")
 	}
@@ -82,10 +82,29 @@ func TestSpillReuseAndPayloadHash(t *testing.T) {
 	}
 	h := &harness{client: client, bucket: b.bucket, prefix: "spill"}
 	h.wantTarget(t, "part-0-r1-1.txt", data)
+	// The next writer (after a roll) takes the files the first released.
+	kept := b.spills.kept()
+	if kept == 0 {
+		t.Fatal("no spill file kept after the writer closed")
+	}
+	w2 := open(t, b, "part-0-r1-2.txt")
+	next := pattern(7, 3000)
+	write(t, w2, next)
+	if got := b.spills.kept(); got != kept-1 {
+		t.Errorf("the second writer's first spill file: %d kept before, %d after; want one taken from the pool", kept, got)
+	}
+	p2, _ := closeForCommit(t, w2)
+	if err := b.Commit(t.Context(), p2); err != nil {
+		t.Fatal(err)
+	}
+	h.wantTarget(t, "part-0-r1-2.txt", next)
+	if err := b.Close(); err != nil || b.spills.kept() != 0 {
+		t.Errorf("Close: %v, %d files kept", err, b.spills.kept())
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if parts != 6 || mismatched != 0 {
-		t.Errorf("%d part requests, %d signed with a hash that is not their body's; want 6 and 0", parts, mismatched)
+	if parts != 7 || mismatched != 0 {
+		t.Errorf("%d part requests, %d signed with a hash that is not their body's; want 7 (6 of the first writer, 1 of the second) and 0", parts, mismatched)
 	}
 }
 

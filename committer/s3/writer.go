@@ -47,7 +47,6 @@ type writer struct {
 	inParts int64 // bytes in parts started (finished or in flight)
 
 	spill  *spillFile // bytes of the part being filled; nil when none
-	spills spillPool  // released spill files, for the next parts
 	size   int64      // bytes written, including resumed ones
 	err    error      // sticky: the writer is broken
 	closed bool
@@ -98,7 +97,6 @@ func newWriter(b *Backend, r record) *writer {
 		inParts: r.BytesInParts,
 		size:    r.Length,
 		rnd:     rand.New(rand.NewPCG(uint64(seed), 0x66696c6573696e6b)),
-		spills:  spillPool{max: b.o.concurrency + 1},
 	}
 	for _, p := range r.Parts {
 		w.results[p.Number] = p
@@ -124,7 +122,9 @@ type spillFile struct {
 	refs atomic.Int32
 }
 
-// spillPool keeps a writer's released spill files for its next parts.
+// spillPool keeps released spill files for the next parts of a backend's
+// writers (a writer that follows a roll, or another bucket's, takes the
+// files of one that closed).
 // Overwriting a file in place reuses its page-cache pages, where a new file
 // allocates them and closing an unlinked one frees them again (measured:
 // together about as much CPU as the write itself). At most max files are
@@ -159,6 +159,13 @@ func (p *spillPool) put(f *os.File) {
 	if !keep {
 		f.Close()
 	}
+}
+
+// kept returns the number of files kept.
+func (p *spillPool) kept() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.files)
 }
 
 // close closes the files kept and every file put later.
@@ -284,7 +291,7 @@ func (w *writer) Write(p []byte) (int, error) {
 			return written, w.err
 		}
 		if w.spill == nil {
-			s, err := w.b.newSpill(&w.spills)
+			s, err := w.b.newSpill(&w.b.spills)
 			if err != nil {
 				w.err = err
 				return written, err
@@ -610,7 +617,7 @@ func (w *writer) putTailObject(ctx context.Context, s *spillFile, key string, fr
 // loadTail reads the tail objects of r into a new spill file and checks
 // them.
 func (w *writer) loadTail(ctx context.Context, r record) error {
-	s, err := w.b.newSpill(&w.spills)
+	s, err := w.b.newSpill(&w.b.spills)
 	if err != nil {
 		return err
 	}
@@ -713,6 +720,5 @@ func (w *writer) Close() error {
 		w.spill.release()
 		w.spill = nil
 	}
-	w.spills.close()
 	return nil
 }
