@@ -327,6 +327,7 @@ func s3BenchRunSink(ctx context.Context, client *s3api.Client, bucket, prefix, s
 	if err != nil {
 		return st, err
 	}
+	defer be.Close()
 	store := s3sink.NewStore(client, bucket, prefix+"/_filesink", s3sink.WithIntegrity(m))
 	w, err := filesink.New(be, 0)
 	if err != nil {
