@@ -971,7 +971,6 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 			p.full.Store(true)
 		}
 		w.buckets[key] = &bucket{key: key, part: p}
-		w.last = nil
 	}
 	return nil
 }

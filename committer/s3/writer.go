@@ -179,8 +179,10 @@ func (p *spillPool) close() {
 	}
 }
 
-// newSpill returns an empty spill file, one of pool's if it has one.
-func (b *Backend) newSpill(pool *spillPool) (*spillFile, error) {
+// newSpill returns an empty spill file, one of the backend's kept ones if
+// it has one.
+func (b *Backend) newSpill() (*spillFile, error) {
+	pool := &b.spills
 	s := &spillFile{pool: pool}
 	if b.hashSpill {
 		s.sha = sha256.New()
@@ -291,7 +293,7 @@ func (w *writer) Write(p []byte) (int, error) {
 			return written, w.err
 		}
 		if w.spill == nil {
-			s, err := w.b.newSpill(&w.b.spills)
+			s, err := w.b.newSpill()
 			if err != nil {
 				w.err = err
 				return written, err
@@ -617,7 +619,7 @@ func (w *writer) putTailObject(ctx context.Context, s *spillFile, key string, fr
 // loadTail reads the tail objects of r into a new spill file and checks
 // them.
 func (w *writer) loadTail(ctx context.Context, r record) error {
-	s, err := w.b.newSpill(&w.b.spills)
+	s, err := w.b.newSpill()
 	if err != nil {
 		return err
 	}

@@ -490,24 +490,7 @@ func exactFloat64(b []byte) (float64, bool) {
 		}
 	}
 	if i < len(b) {
-		// An exponent: e, E, sign and digits.
-		i++
-		eneg := false
-		if b[i] == '+' || b[i] == '-' {
-			eneg = b[i] == '-'
-			i++
-		}
-		e := 0
-		for ; i < len(b); i++ {
-			if e > 1000 {
-				return 0, false
-			}
-			e = e*10 + int(b[i]-'0')
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
+		exp += exponent(b[i+1:]) // after the 'e' or 'E'
 	}
 	if mant>>53 != 0 {
 		return 0, false
@@ -525,6 +508,27 @@ func exactFloat64(b []byte) (float64, bool) {
 		return f / float64pow10[-exp], true
 	}
 	return 0, false
+}
+
+// exponent returns the exponent of a number whose text after its 'e' or
+// 'E' is b (an optional sign, then digits; already validated). Its
+// magnitude saturates at 100000, beyond any exponent that a float64 fast
+// path or a decimal of 38 digits can use.
+func exponent(b []byte) int {
+	neg := len(b) > 0 && b[0] == '-'
+	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
+		b = b[1:]
+	}
+	e := 0
+	for _, c := range b {
+		if e < 100000 {
+			e = e*10 + int(c-'0')
+		}
+	}
+	if neg {
+		return -e
+	}
+	return e
 }
 
 // shortInt scans, in one pass, a JSON integer of at most 18 digits at
@@ -622,22 +626,7 @@ func parseDecimal(b []byte, prec, scale int32) (decimal128.Num, string) {
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		eneg := false
-		if b[i] == '+' || b[i] == '-' {
-			eneg = b[i] == '-'
-			i++
-		}
-		e := 0
-		for ; i < len(b); i++ {
-			if e < 100000 {
-				e = e*10 + int(b[i]-'0')
-			}
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
+		exp += exponent(b[i+1:])
 	}
 	if nd == 0 {
 		return decimal128.Num{}, ""
