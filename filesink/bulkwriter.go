@@ -87,7 +87,7 @@ func (w *Writer) writeBulk(ctx context.Context, key bucketKey, record []byte, or
 		w.buckets[key] = b
 		w.last = b
 	}
-	if b.part != nil && w.mustRoll(b, w.info(b), 0, now) {
+	if b.part != nil && w.mustRoll(b, partSize(b), 0, now) {
 		if err := w.roll(ctx, b); err != nil {
 			return err
 		}

@@ -349,9 +349,7 @@ func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, origi
 	b.buf = buf
 	w.bufCap += int64(cap(buf) - oldCap)
 	n := len(buf) - n0
-	info := w.info(b)
-	info.Size -= int64(n)
-	if w.mustRoll(b, info, n, now) {
+	if w.mustRoll(b, partSize(b)-int64(n), n, now) {
 		w.scratch = append(w.scratch[:0], buf[n0:]...)
 		b.buf = buf[:n0]
 		if err := w.roll(ctx, b); err != nil {
@@ -397,7 +395,7 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, or
 		w.last = b
 	}
 	if b.part != nil {
-		if w.mustRoll(b, w.info(b), len(data), now) {
+		if w.mustRoll(b, partSize(b), len(data), now) {
 			if err := w.roll(ctx, b); err != nil {
 				return err
 			}
@@ -548,14 +546,38 @@ func (w *Writer) shrink(ctx context.Context) error {
 	return nil
 }
 
-// mustRoll reports whether b's part (described by info, before a record of
-// n bytes) has to roll: the policy says so, or the backend's writer is full
-// (committer.Limited).
-func (w *Writer) mustRoll(b *bucket, info PartInfo, n int, now time.Time) bool {
-	if w.policy.OnEvent(info, n) || w.policy.OnTime(info, now) {
-		return true
+// mustRoll reports whether b's part (of size bytes, before a record of n
+// bytes) has to roll: the policy says so, or the backend's writer is full
+// (committer.Limited). It runs for every record: the package's own
+// policies are asked through their concrete types, with only the fields
+// they read, instead of building a PartInfo (with the bucket's path and
+// two times) for calls through the interface.
+func (w *Writer) mustRoll(b *bucket, size int64, n int, now time.Time) bool {
+	p := b.part
+	switch pol := w.policy.(type) {
+	case DefaultPolicy:
+		if pol.OnEvent(PartInfo{Size: size}, n) || pol.OnTime(PartInfo{Created: p.created, LastWrite: p.lastWrite}, now) {
+			return true
+		}
+	case OnCheckpointPolicy:
+		if pol.OnEvent(PartInfo{Size: size}, n) {
+			return true
+		}
+	default:
+		info := w.info(b)
+		info.Size = size
+		if pol.OnEvent(info, n) || pol.OnTime(info, now) {
+			return true
+		}
 	}
-	return b.part.full.Load()
+	return p.full.Load()
+}
+
+// partSize is the size of b's part for the rolling policy: bytes in its
+// file, queued for it and buffered (by its bulk writer too).
+func partSize(b *bucket) int64 {
+	p := b.part
+	return int64(len(b.buf)) + sizeOf(p) + p.held
 }
 
 // lookup returns the bucket of key, or nil.
@@ -572,8 +594,7 @@ func (w *Writer) lookup(key bucketKey) *bucket {
 
 func (w *Writer) info(b *bucket) PartInfo {
 	p := b.part
-	size := int64(len(b.buf)) + sizeOf(p) + p.held
-	return PartInfo{Bucket: b.key.path, Created: p.created, LastWrite: p.lastWrite, Size: size}
+	return PartInfo{Bucket: b.key.path, Created: p.created, LastWrite: p.lastWrite, Size: partSize(b)}
 }
 
 func (w *Writer) backendOf(dl bool) committer.Backend {

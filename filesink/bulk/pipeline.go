@@ -161,6 +161,14 @@ type pipeline struct {
 	mem *countingAllocator
 	buf *rowBuffer
 	job *encodeJob
+	// While an encode is in flight, the caller looks at it (its finish,
+	// the spool's full chunks, the encoder's memory) at every pollEvery-th
+	// Add only: the encoding goroutine changes those counters all the
+	// time, and reading them at every record cost the caller a cache
+	// miss per record. skipped counts the Adds since the last look; seen
+	// is the encoder's memory and the spool's chunks as of that look.
+	skipped int
+	seen    int64
 	// panicked is set when an encode panicked: the writer is broken if
 	// the caller recovers.
 	panicked error
@@ -177,16 +185,25 @@ func newPipeline(out io.Writer, buf *rowBuffer) *pipeline {
 	return p
 }
 
+// pollEvery is how often, in Adds, the caller looks at an encode in
+// flight: often enough that the spool is drained every few hundred KiB of
+// rows and that a finished encode's batches are released within a few
+// rows.
+const pollEvery = 16
+
 // buffered is what the pipeline holds beyond the row buffer's allocator:
 // the encoder's allocations, undrained chunks and AddArrow batches in
-// flight.
+// flight. While an encode runs, the first two are as of the caller's last
+// look at it (at most pollEvery Adds ago).
 func (p *pipeline) buffered() int64 {
-	n := p.mem.n.Load() + p.spool.held.Load()
-	if p.job != nil {
-		n += p.job.foreign
+	if p.job == nil {
+		return p.mem.n.Load() + p.spool.held.Load()
 	}
-	return n
+	return p.seen + p.job.foreign
 }
+
+// look refreshes seen.
+func (p *pipeline) look() { p.seen = p.mem.n.Load() + p.spool.held.Load() }
 
 // spawn hands the row buffer's pending batches to a goroutine running
 // encode on them. There must be no encode in flight.
@@ -195,6 +212,8 @@ func (p *pipeline) spawn(encode func([]arrow.Record) error) {
 	j.recs, j.mem, j.foreign = p.buf.take()
 	p.job = j
 	p.spool.direct = false
+	p.skipped = 0
+	p.look()
 	go func() {
 		defer close(j.done)
 		defer func() {
@@ -206,9 +225,9 @@ func (p *pipeline) spawn(encode func([]arrow.Record) error) {
 	}()
 }
 
-// poll is called at each Add: it drains the chunks the encoder filled,
-// and ends the encode if it is over. A non-nil error is the encode's or
-// the io.Writer's.
+// poll is called at each Add; at every pollEvery-th while an encode is in
+// flight, it drains the chunks the encoder filled and ends the encode if
+// it is over. A non-nil error is the encode's or the io.Writer's.
 func (p *pipeline) poll() error {
 	if p.panicked != nil {
 		return p.panicked
@@ -217,15 +236,21 @@ func (p *pipeline) poll() error {
 	if j == nil {
 		return nil
 	}
+	if p.skipped++; p.skipped < pollEvery {
+		return nil
+	}
+	p.skipped = 0
 	select {
 	case <-j.done:
 		return p.wait()
 	default:
 	}
+	var err error
 	if p.spool.nready.Load() > 0 {
-		return p.spool.drain()
+		err = p.spool.drain()
 	}
-	return nil
+	p.look()
+	return err
 }
 
 // wait waits for the encode in flight, if any, releases its batches and
