@@ -112,8 +112,7 @@ func (w *Writer) writeBulk(ctx context.Context, key bucketKey, record []byte, or
 	p.rows++
 	w.noteRecord(p, origin)
 	p.lastWrite = now
-	w.stats.Records.Add(1)
-	w.stats.Bytes.Add(int64(len(record)))
+	w.count(len(record))
 	return w.afterBulk(ctx, b)
 }
 
