@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +212,72 @@ func TestWriterRollsOnRolloverAtWrite(t *testing.T) {
 		t.Errorf("%d parts, want 4 (3+3+3+1 records): %v", len(files), keys(files))
 	}
 	checkIDs(t, files, 10)
+}
+
+// Within a batch the Writer reads its clock once (BeginBatch), and checks
+// the rolling policy's time conditions once per batch time: a batch whose
+// time has not reached the rollover does not roll, however long it takes,
+// and a part whose rollover fell due between two batches rolls at the
+// first record of the later one.
+func TestWriterRolloverInBatches(t *testing.T) {
+	clk := newClock()
+	be, root := newLocal(t)
+	w := newWriter(t, be, 0, filesink.WithClock(clk.Now),
+		filesink.WithRollingPolicy(filesink.DefaultPolicy{Rollover: time.Minute, Inactivity: time.Hour}))
+	id := 0
+	batch := func(n int) {
+		w.BeginBatch()
+		for range n {
+			mustWrite(t, w, recordOf(id, 50))
+			id++
+			clk.Advance(10 * time.Second) // the clock moves, the batch's time does not
+		}
+		w.EndBatch()
+	}
+	batch(20) // at t0, 200 s of clock: one part
+	batch(5)  // at t0+200s: the first part's rollover is past
+	clk.Advance(20 * time.Second)
+	batch(1) // at t0+270s: the second part, made at t0+200s, is 70 s old
+	snap := prepare(t, w, 1, true)
+	commitAll(t, w, snap.Committables)
+	files := published(t, root)
+	var sizes []int
+	for _, data := range files {
+		sizes = append(sizes, strings.Count(string(data), "\n"))
+	}
+	slices.Sort(sizes)
+	if !slices.Equal(sizes, []int{1, 5, 20}) {
+		t.Errorf("records per part %v, want [1 5 20]", sizes)
+	}
+	checkIDs(t, files, id)
+}
+
+// Records written inside a batch are added to Stats at its EndBatch; outside
+// a batch, at once.
+func TestWriterStatsOfBatches(t *testing.T) {
+	be, _ := newLocal(t)
+	w := newWriter(t, be, 0)
+	mustWrite(t, w, recordOf(0, 50))
+	st := w.Stats()
+	one := st.Bytes.Load()
+	if st.Records.Load() != 1 || one <= 0 {
+		t.Fatalf("after one write outside a batch: %d records, %d bytes", st.Records.Load(), one)
+	}
+	w.BeginBatch()
+	for i := 1; i <= 3; i++ {
+		mustWrite(t, w, recordOf(i, 50))
+	}
+	if got := st.Records.Load(); got != 1 {
+		t.Errorf("inside a batch: %d records counted, want 1 (the batch's come at EndBatch)", got)
+	}
+	w.EndBatch()
+	if got, gotB := st.Records.Load(), st.Bytes.Load(); got != 4 || gotB != 4*one {
+		t.Errorf("after EndBatch: %d records and %d bytes, want 4 and %d", got, gotB, 4*one)
+	}
+	w.EndBatch() // nothing more to add
+	if got := st.Records.Load(); got != 4 {
+		t.Errorf("after a second EndBatch: %d records, want 4", got)
+	}
 }
 
 func TestWriterCheckpointRolling(t *testing.T) {

@@ -593,7 +593,7 @@ func (w *Writer) mustRoll(b *bucket, size int64, n int, now time.Time) bool {
 		// The time conditions depend on now, the part's creation and its
 		// last write, which only moves up to now: false at this now, they
 		// stay false until now changes (within a batch it does not).
-		if now != p.timeOK {
+		if !now.Equal(p.timeOK) {
 			if pol.OnTime(PartInfo{Created: p.created, LastWrite: p.lastWrite}, now) {
 				return true
 			}
