@@ -84,7 +84,9 @@ func (w *rowFront) Rows() int64 { return w.buf.total }
 // Buffered implements filesink.BulkWriter: the bytes of Arrow memory the
 // writer holds (builders, batches waiting to be written or being encoded,
 // and the encoder's buffers allocated through the writer's allocators) and
-// encoded bytes not yet written to the io.Writer.
+// encoded bytes not yet written to the io.Writer. While a row group is
+// being encoded on the writer's goroutine, the encoder's share is as of
+// the last Add that looked at it (every 16th).
 func (w *rowFront) Buffered() int64 {
 	n := w.buf.buffered()
 	if w.pipe != nil {
