@@ -18,6 +18,17 @@ type BulkFormat interface {
 	Extension() string
 }
 
+// PendingSizer is implemented by bulk writers that can estimate how many
+// bytes the rows they hold will add to their file once encoded. A Writer
+// counts Pending, instead of Buffered (memory, often twice the encoded
+// size or more), towards a bulk part's size for the rolling policy, so
+// that parts come out near the policy's part size; Buffered still counts
+// against the buffer budget. Pending is called on the goroutine that
+// calls the BulkWriter's methods.
+type PendingSizer interface {
+	Pending() int64
+}
+
 // BulkWriter encodes one bulk file. Not safe for concurrent use.
 type BulkWriter interface {
 	// Add appends one record (for the CLI, one JSON line). A record that

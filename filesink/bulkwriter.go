@@ -20,7 +20,8 @@ import (
 // A bulk part rolls at every checkpoint, whatever the rolling policy's
 // OnCheckpoint says (a footer cannot be resumed, so a bulk part is never
 // persisted in progress and checkpoint state holds none), and also when the
-// policy's OnEvent (size: bytes written plus the writer's Buffered) or
+// policy's OnEvent (size: bytes written plus what the writer's rows are
+// expected to add: its PendingSizer estimate, else its Buffered) or
 // OnTime (rollover, inactivity) says so. Records of an in-progress bulk part
 // that a crash loses come again from the source.
 //
@@ -131,6 +132,7 @@ func (w *Writer) openBulk(b *bucket, now time.Time) error {
 		return fmt.Errorf("filesink: new %s writer for %s: %w", w.ext, p.target, err)
 	}
 	p.bulk = bw
+	p.sizer, _ = bw.(PendingSizer)
 	w.account(p)
 	return nil
 }
@@ -142,7 +144,10 @@ func (w *Writer) account(p *part) {
 		held = p.bulk.Buffered()
 	}
 	w.bulkHeld += held - p.held
-	p.held = held
+	p.held, p.pending = held, held
+	if p.bulk != nil && p.sizer != nil {
+		p.pending = p.sizer.Pending()
+	}
 }
 
 // afterBulk hands the bytes b's bulk writer produced to the I/O goroutine

@@ -193,6 +193,10 @@ type part struct {
 	bulk BulkWriter // nil once closed
 	rows int64      // records added to bulk
 	held int64      // bulk.Buffered() after the last call into bulk
+	// pending is what the rolling policy counts for the rows bulk holds:
+	// its Pending estimate where it has one (sizer), else held.
+	pending int64
+	sizer   PendingSizer
 
 	stats partStats // for the manifest and the checkpoint
 }
@@ -614,10 +618,11 @@ func (w *Writer) mustRoll(b *bucket, size int64, n int, now time.Time) bool {
 }
 
 // partSize is the size of b's part for the rolling policy: bytes in its
-// file, queued for it and buffered (by its bulk writer too).
+// file, queued for it and buffered, and what its bulk writer's rows are
+// expected to add.
 func partSize(b *bucket) int64 {
 	p := b.part
-	return int64(len(b.buf)) + sizeOf(p) + p.held
+	return int64(len(b.buf)) + sizeOf(p) + p.pending
 }
 
 // lookup returns the bucket of key, or nil.

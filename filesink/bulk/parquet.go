@@ -131,7 +131,10 @@ type ParquetWriter struct {
 	encoder func([]arrow.Record) error
 }
 
-var _ filesink.BulkWriter = (*ParquetWriter)(nil)
+var (
+	_ filesink.BulkWriter   = (*ParquetWriter)(nil)
+	_ filesink.PendingSizer = (*ParquetWriter)(nil)
+)
 
 // handOff ends the row group being built and has the pipeline encode it
 // (after the previous one).
@@ -177,12 +180,31 @@ func (w *ParquetWriter) Flush() error {
 	if err := w.start(); err != nil {
 		return w.fail(err)
 	}
+	rows := w.buf.pendingRows
 	err := w.encoder(w.buf.pending)
 	w.buf.releasePending()
 	if err != nil {
 		return w.fail(err)
 	}
+	w.pipe.encoded += rows
 	return nil
+}
+
+// Pending implements filesink.PendingSizer: the rows added and not yet
+// written (the row group being built, and the one being encoded) times
+// the bytes per row written so far, so that a filesink.Writer rolls parts
+// near its policy's part size rather than at the part size less the rows'
+// Arrow memory (Buffered, which also counts the capacity reserved for a
+// whole row group). Before a row group is written it is Buffered. It is an
+// estimate: a file ends somewhat over the part size when later rows encode
+// larger, or under it by up to a row group's bytes when the part rolls
+// while one is being encoded (its bytes already written count twice).
+func (w *ParquetWriter) Pending() int64 {
+	done := w.pipe.encoded
+	if w.out == nil || done <= 0 {
+		return w.Buffered()
+	}
+	return int64(float64(w.buf.total-done) * float64(w.out.pos) / float64(done))
 }
 
 // Close writes the remaining rows and the footer. After a nil error the

@@ -143,6 +143,7 @@ type encodeJob struct {
 	recs    []arrow.Record
 	mem     int64 // bytes of recs counted by the row buffer's allocator
 	foreign int64 // bytes of AddArrow batches among recs
+	rows    int64 // rows of recs
 	done    chan struct{}
 	err     error // set before done is closed
 	// panicked holds what the encode panicked with, re-panicked on the
@@ -169,6 +170,9 @@ type pipeline struct {
 	// is the encoder's memory and the spool's chunks as of that look.
 	skipped int
 	seen    int64
+	// encoded is the number of rows of the row groups encoded so far, for
+	// the writer's estimate of its bytes per row (ParquetWriter.Pending).
+	encoded int64
 	// panicked is set when an encode panicked: the writer is broken if
 	// the caller recovers.
 	panicked error
@@ -210,6 +214,9 @@ func (p *pipeline) look() { p.seen = p.mem.n.Load() + p.spool.held.Load() }
 func (p *pipeline) spawn(encode func([]arrow.Record) error) {
 	j := &encodeJob{done: make(chan struct{})}
 	j.recs, j.mem, j.foreign = p.buf.take()
+	for _, r := range j.recs {
+		j.rows += r.NumRows()
+	}
 	p.job = j
 	p.spool.direct = false
 	p.skipped = 0
@@ -271,6 +278,9 @@ func (p *pipeline) wait() error {
 	err := j.err
 	if werr := p.spool.end(err == nil); err == nil {
 		err = werr
+	}
+	if err == nil {
+		p.encoded += j.rows
 	}
 	return err
 }
