@@ -413,17 +413,16 @@ func cloneRecord(rec *recovery.Checkpoint) (*recovery.Checkpoint, error) {
 	return recovery.Decode("checkpoint "+strconv.FormatUint(rec.ID, 10), b)
 }
 
-// prune deletes all but the newest c.retain records (recovery.Prune,
-// without listing the store: c.records are its records).
+// prune deletes all but the newest c.retain records (recovery.PruneIDs:
+// c.records are the store's records, no listing needed).
 func (c *Coordinator) prune(ctx context.Context) error {
-	keep := max(c.retain, 1)
-	for len(c.records) > keep {
-		if err := c.store.Delete(ctx, c.records[0].ID); err != nil {
-			return err
-		}
-		c.records = c.records[1:]
+	ids := make([]uint64, len(c.records))
+	for i, r := range c.records {
+		ids[i] = r.ID
 	}
-	return nil
+	n, err := recovery.PruneIDs(ctx, c.store, ids, c.retain)
+	c.records = c.records[n:]
+	return err
 }
 
 // committedCheckpoint calls CommittedCheckpoint of every participant that

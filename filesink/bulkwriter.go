@@ -82,12 +82,7 @@ func (s bulkSink) Write(data []byte) (int, error) {
 
 // writeBulk adds record to the bulk part of bucket key.
 func (w *Writer) writeBulk(ctx context.Context, key bucketKey, record []byte, origin source.Origin, now time.Time) error {
-	b := w.lookup(key)
-	if b == nil {
-		b = &bucket{key: key}
-		w.buckets[key] = b
-		w.last = b
-	}
+	b := w.bucketOf(key)
 	if b.part != nil && w.mustRoll(b, partSize(b), 0, now) {
 		if err := w.roll(ctx, b); err != nil {
 			return err

@@ -423,12 +423,7 @@ func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, c
 }
 
 func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, origin source.Origin, now time.Time) error {
-	b := w.lookup(key)
-	if b == nil {
-		b = &bucket{key: key}
-		w.buckets[key] = b
-		w.last = b
-	}
+	b := w.bucketOf(key)
 	if b.part != nil {
 		if w.mustRoll(b, partSize(b), len(data), now) {
 			if err := w.roll(ctx, b); err != nil {
@@ -623,6 +618,17 @@ func (w *Writer) mustRoll(b *bucket, size int64, n int, now time.Time) bool {
 func partSize(b *bucket) int64 {
 	p := b.part
 	return int64(len(b.buf)) + sizeOf(p) + p.pending
+}
+
+// bucketOf returns the bucket of key, making it if there is none.
+func (w *Writer) bucketOf(key bucketKey) *bucket {
+	b := w.lookup(key)
+	if b == nil {
+		b = &bucket{key: key}
+		w.buckets[key] = b
+		w.last = b
+	}
+	return b
 }
 
 // lookup returns the bucket of key, or nil.

@@ -65,17 +65,27 @@ func Retained(ctx context.Context, s Store) ([]*Checkpoint, error) {
 
 // Prune deletes all but the newest keep records (keep < 1 means 1).
 func Prune(ctx context.Context, s Store, keep int) error {
-	keep = max(keep, 1)
 	ids, err := s.List(ctx)
 	if err != nil {
 		return err
 	}
-	for i := 0; i+keep < len(ids); i++ {
-		if err := s.Delete(ctx, ids[i]); err != nil {
-			return err
+	_, err = PruneIDs(ctx, s, ids, keep)
+	return err
+}
+
+// PruneIDs is Prune for a caller that knows the store's ids (ascending)
+// without listing it: it deletes all but the newest keep of them (keep < 1
+// means 1), oldest first, and returns how many it deleted, those before an
+// error included.
+func PruneIDs(ctx context.Context, s Store, ids []uint64, keep int) (int, error) {
+	keep = max(keep, 1)
+	n := 0
+	for ; n+keep < len(ids); n++ {
+		if err := s.Delete(ctx, ids[n]); err != nil {
+			return n, err
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // DirStore keeps records as files "ckpt-<20-digit id>" in one directory of a
