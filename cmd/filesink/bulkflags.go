@@ -13,12 +13,12 @@ import (
 
 // bulkFlags are the settings of the bulk formats (--format parquet|arrow).
 type bulkFlags struct {
-	schema, parquetCompression, arrowCompression, rowGroupSize, dictionary string
-	stats                                                                  bool
+	schema, parquetCompression, arrowCompression, rowGroupSize, dictionary, pageSize string
+	stats                                                                            bool
 }
 
 // bulkOnlyFlags apply to --format parquet or arrow only.
-const bulkOnlyFlags = "schema row-group-size parquet-compression parquet-dictionary parquet-stats arrow-compression"
+const bulkOnlyFlags = "schema row-group-size parquet-compression parquet-dictionary parquet-page-size parquet-stats arrow-compression"
 
 func (f *bulkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.schema, "schema", "", "parquet, arrow: the records' schema, a JSON `FILE` {\"fields\": [{\"name\", \"type\", \"nullable\"}...]} (required for them)")
@@ -27,6 +27,7 @@ func (f *bulkFlags) register(fs *flag.FlagSet) {
 		"encodes one row group on the second core while the next is built, both within the default budget")
 	fs.StringVar(&f.parquetCompression, "parquet-compression", string(bulk.Snappy), "parquet: page compression: snappy, zstd, gzip or none")
 	fs.StringVar(&f.dictionary, "parquet-dictionary", string(bulk.DictAuto), "parquet: dictionary encoding: auto (per column, from the first row group's values), on or off")
+	fs.StringVar(&f.pageSize, "parquet-page-size", strconv.Itoa(bulk.DefaultPageBytes>>10)+"KiB", "parquet: cut a column's data page when its encoded values reach this `SIZE` (e.g. 1MiB, parquet-mr's default)")
 	fs.BoolVar(&f.stats, "parquet-stats", true, "parquet: write column statistics (min, max, null count); --parquet-stats=false turns them off")
 	fs.StringVar(&f.arrowCompression, "arrow-compression", string(bulk.Uncompressed), "arrow: record batch compression: none, lz4 or zstd")
 }
@@ -53,7 +54,7 @@ func (f *bulkFlags) format(name string, set map[string]bool) (filesink.BulkForma
 			return nil, usageError("run: --%s applies to --format csv only", fl)
 		}
 	}
-	other := map[string][]string{"parquet": {"arrow-compression"}, "arrow": {"parquet-compression", "parquet-dictionary", "parquet-stats"}}
+	other := map[string][]string{"parquet": {"arrow-compression"}, "arrow": {"parquet-compression", "parquet-dictionary", "parquet-page-size", "parquet-stats"}}
 	for _, fl := range other[name] {
 		if set[fl] {
 			return nil, usageError("run: --%s does not apply to --format %s", fl, name)
@@ -83,6 +84,11 @@ func (f *bulkFlags) format(name string, set map[string]bool) (filesink.BulkForma
 		default:
 			return nil, usageError("run: --parquet-dictionary %q: want auto, on or off", f.dictionary)
 		}
+		n, err := filesink.ParseSize(f.pageSize)
+		if err != nil || n == 0 {
+			return nil, usageError("run: --parquet-page-size: %v", orPositive(err))
+		}
+		opts.PageBytes = n
 	} else {
 		opts.Compression = bulk.Compression(f.arrowCompression)
 		switch opts.Compression {

@@ -117,7 +117,7 @@ func TestBulkParquetTypes(t *testing.T) {
 	in := filepath.Join(dir, "in")
 	writeLines(t, filepath.Join(in, "a.jsonl"), input...)
 	out := filepath.Join(dir, "out")
-	mustRun(t, "run", "--source", in, "--sink", out, "--format", "parquet", "--schema", schema, "--parquet-dictionary", "on")
+	mustRun(t, "run", "--source", in, "--sink", out, "--format", "parquet", "--schema", schema, "--parquet-dictionary", "on", "--parquet-page-size", "16KiB")
 	got := outputLines(t, out)
 	if len(got) != 2 {
 		t.Fatalf("rows %v", got)
@@ -159,6 +159,8 @@ func TestBulkUsageErrors(t *testing.T) {
 		{"compression with parquet", run("--format", "parquet", "--schema", schema, "--compression", "gzip"), []string{"--compression", "--parquet-compression"}},
 		{"bad parquet compression", run("--format", "parquet", "--schema", schema, "--parquet-compression", "brotli"), []string{"--parquet-compression", "brotli"}},
 		{"bad dictionary", run("--format", "parquet", "--schema", schema, "--parquet-dictionary", "maybe"), []string{"--parquet-dictionary", "maybe"}},
+		{"bad page size", run("--format", "parquet", "--schema", schema, "--parquet-page-size", "0"), []string{"--parquet-page-size", "positive"}},
+		{"page size with arrow", run("--format", "arrow", "--schema", schema, "--parquet-page-size", "1MiB"), []string{"--parquet-page-size", "arrow"}},
 		{"bad row group size", run("--format", "parquet", "--schema", schema, "--row-group-size", "lots"), []string{"--row-group-size"}},
 		{"bad row group rows", run("--format", "parquet", "--schema", schema, "--row-group-size", "0rows"), []string{"--row-group-size"}},
 		{"schema with jsonl", run("--schema", schema), []string{"--schema", "parquet or arrow"}},
@@ -185,7 +187,7 @@ func TestBulkUsageErrors(t *testing.T) {
 		}
 	}
 	r := cli(t, "run", "--help")
-	for _, w := range []string{"parquet", "-schema", "-row-group-size", "-parquet-compression", "-parquet-dictionary", "-parquet-stats", "timestamp_ms"} {
+	for _, w := range []string{"parquet", "-schema", "-row-group-size", "-parquet-compression", "-parquet-dictionary", "-parquet-page-size", "-parquet-stats", "timestamp_ms"} {
 		if !strings.Contains(r.stdout+r.stderr, w) {
 			t.Errorf("run --help does not mention %s", w)
 		}

@@ -22,7 +22,8 @@ var _ filesink.BulkFormat = (*ArrowFormat)(nil)
 // ArrowIPC returns the Arrow IPC file format for records of schema.
 // Compression is Uncompressed (the default), LZ4 or Zstd (buffer
 // compression, which every Arrow reader since 2.0 understands); a row
-// group is one record batch. Dictionary and NoStatistics are ignored.
+// group is one record batch. Dictionary, PageBytes and NoStatistics are
+// ignored.
 func ArrowIPC(schema *Schema, opts Options) (*ArrowFormat, error) {
 	if schema == nil {
 		return nil, errNoSchema

@@ -486,3 +486,77 @@ func TestRowGroupsStayWholeWithReserve(t *testing.T) {
 		pf.Close()
 	}
 }
+
+// TestPageBytes checks that Options.PageBytes (and its default) sets the
+// size at which a Parquet column's data pages are cut, that the rows read
+// back whatever the size, and that a negative size is refused.
+func TestPageBytes(t *testing.T) {
+	s, err := ParseSchema([]byte(benchSchemaDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := makeBenchData(20000)
+	// pages returns the data pages of the column "note" (long, distinct
+	// strings: plain encoded) in the file's one row group, and the
+	// column's uncompressed bytes.
+	pages := func(opts Options) (int, int64) {
+		t.Helper()
+		opts.RowGroupRows = len(d.lines)
+		f, err := Parquet(s, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		w, _ := f.NewParquetWriter(&buf)
+		for _, l := range d.lines {
+			if err := w.Add(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := readParquet(t, s, buf.Bytes())
+		compareRecords(t, s, got, expectRows(t, s, d.lines))
+		release(got)
+		pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pf.Close()
+		col := pf.MetaData().Schema.ColumnIndexByName("note")
+		cc, err := pf.MetaData().RowGroup(0).ColumnChunk(col)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, err := pf.RowGroup(0).GetColumnPageReader(col)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for pr.Next() {
+			if _, ok := pr.Page().(file.DataPage); ok {
+				n++
+			}
+		}
+		if err := pr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return n, cc.TotalUncompressedSize()
+	}
+	// A page is cut when a batch of 1,024 values takes it past the size.
+	const batch = 1024 * 64
+	for _, size := range []int64{16 << 10, DefaultPageBytes, 1 << 20} {
+		opts := Options{PageBytes: size}
+		if size == DefaultPageBytes {
+			opts.PageBytes = 0
+		}
+		n, total := pages(opts)
+		if lo, hi := total/(size+batch), total/size+1; int64(n) < lo || int64(n) > hi {
+			t.Errorf("PageBytes %d: %d data pages for %d bytes, want %d to %d", opts.PageBytes, n, total, lo, hi)
+		}
+	}
+	if _, err := Parquet(s, Options{PageBytes: -1}); err == nil {
+		t.Error("PageBytes -1: no error")
+	}
+}

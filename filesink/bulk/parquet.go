@@ -256,6 +256,7 @@ func (w *ParquetWriter) start() error {
 		parquet.WithAllocator(w.pipe.mem),
 		parquet.WithCompression(w.f.codec),
 		parquet.WithStats(!o.NoStatistics),
+		parquet.WithDataPageSize(o.PageBytes),
 		parquet.WithCreatedBy("filesink"),
 		parquet.WithMaxRowGroupLength(math.MaxInt32),
 	}
