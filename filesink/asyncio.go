@@ -3,8 +3,6 @@ package filesink
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/filesink/filesink/committer"
 )
 
 // ioQueue writes full bucket buffers to their part files on a second
@@ -30,6 +28,9 @@ type ioJob struct {
 	buf  []byte
 	comp Compression // nil: write as is
 	drop bool        // do not return buf for reuse
+	// loan, when set, is closed once the jobs before it are done, instead
+	// of a write (see lend).
+	loan chan struct{}
 }
 
 // submit hands buf (no longer the caller's) to the I/O goroutine.
@@ -39,12 +40,7 @@ func (q *ioQueue) submit(p *part, buf []byte, comp Compression, drop bool) error
 	if err := q.error(); err != nil {
 		return err
 	}
-	if !q.on {
-		q.jobs = make(chan ioJob, ioDepth)
-		q.back = make(chan []byte, 32)
-		q.on = true
-		go q.run(q.jobs, q.back)
-	}
+	q.start()
 	p.queued.Add(int64(len(buf)))
 	q.lent.Add(int64(cap(buf)))
 	q.wg.Add(1)
@@ -52,25 +48,44 @@ func (q *ioQueue) submit(p *part, buf []byte, comp Compression, drop bool) error
 	return nil
 }
 
+// lend returns a channel that is closed once every buffer submitted so
+// far is written (or failed), so that p's file can be lent without waiting
+// here for the queue.
+func (q *ioQueue) lend(p *part) (<-chan struct{}, error) {
+	if err := q.error(); err != nil {
+		return nil, err
+	}
+	q.start()
+	ch := make(chan struct{})
+	q.wg.Add(1)
+	q.jobs <- ioJob{p: p, loan: ch}
+	return ch, nil
+}
+
+// start starts the I/O goroutine if it is not running.
+func (q *ioQueue) start() {
+	if !q.on {
+		q.jobs = make(chan ioJob, ioDepth)
+		q.back = make(chan []byte, 32)
+		q.on = true
+		go q.run(q.jobs, q.back)
+	}
+}
+
 func (q *ioQueue) run(jobs <-chan ioJob, back chan<- []byte) {
 	for j := range jobs {
+		if j.loan != nil {
+			close(j.loan) // the part's earlier buffers are written
+			q.wg.Done()
+			continue
+		}
 		if q.error() == nil {
-			var err error
-			if j.comp != nil {
-				err = j.comp.Frame(j.p, j.buf)
-			} else {
-				_, err = j.p.Write(j.buf)
-			}
-			if err != nil {
+			if err := j.p.writeOut(j.buf, j.comp); err != nil {
 				q.mu.Lock()
 				if q.err == nil {
 					q.err = err
 				}
 				q.mu.Unlock()
-			}
-			j.p.written.Store(j.p.pw.Size())
-			if l, ok := j.p.pw.(committer.Limited); ok && l.MustRoll() {
-				j.p.full.Store(true)
 			}
 		}
 		j.p.queued.Add(-int64(len(j.buf)))

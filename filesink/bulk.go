@@ -29,6 +29,30 @@ type PendingSizer interface {
 	Pending() int64
 }
 
+// Lender is implemented by the io.Writer a Writer gives each BulkWriter
+// (BulkFormat.NewWriter's w). A BulkWriter that encodes on a goroutine of
+// its own can borrow the part file and write the encoded bytes from that
+// goroutine, instead of handing them to the goroutine that calls its
+// methods, which would copy them into the Writer's buffers for the Writer's
+// I/O goroutine: the bytes are copied once less, and the calling goroutine
+// (usually the busiest) spends no time on them.
+type Lender interface {
+	// Lend returns a writer of the part file that one goroutine, other
+	// than the caller's, may use until Return; or nil when the part cannot
+	// be lent (its file is not open yet): the BulkWriter then goes on
+	// writing to w. Bytes written to w before Lend come first in the file.
+	// Until Return the BulkWriter must not call w's Write. Lend and Return
+	// are called on the goroutine that calls the BulkWriter's methods, and
+	// Return only once the lent writer's last call has returned (after a
+	// synchronization that orders them, such as a channel receive).
+	//
+	// A write to the lent writer fails once the Writer was closed (Close
+	// releases the part file without waiting for the BulkWriter).
+	Lend() io.Writer
+	// Return ends the loan: w may be written again.
+	Return()
+}
+
 // BulkWriter encodes one bulk file. Not safe for concurrent use.
 type BulkWriter interface {
 	// Add appends one record (for the CLI, one JSON line). A record that

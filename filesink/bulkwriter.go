@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"slices"
 	"time"
@@ -56,9 +57,14 @@ type bulkSink struct {
 	p *part
 }
 
+var _ Lender = bulkSink{}
+
 func (s bulkSink) Write(data []byte) (int, error) {
 	if s.b.part != s.p {
 		return 0, fmt.Errorf("filesink: the bulk writer of %s wrote after Close", s.p.target)
+	}
+	if s.p.lent {
+		return 0, fmt.Errorf("filesink: the bulk writer of %s wrote to its part while the part was lent", s.p.target)
 	}
 	w, b, total := s.w, s.b, len(data)
 	for {
@@ -78,6 +84,58 @@ func (s bulkSink) Write(data []byte) (int, error) {
 		b.buf = append(b.buf, data[:room]...)
 		data = data[room:]
 	}
+}
+
+// Lend implements Lender. The part's buffered bytes go to the I/O
+// goroutine first; the lent writer's first write waits until they are
+// written (not the caller).
+func (s bulkSink) Lend() io.Writer {
+	w, b, p := s.w, s.b, s.p
+	if b.part != p || p.pw == nil || p.lent {
+		return nil
+	}
+	if len(b.buf) > 0 {
+		if err := w.handOff(b); err != nil {
+			return nil // the Writer is broken: its next call says so
+		}
+	}
+	ready, err := w.io.lend(p)
+	if err != nil {
+		return nil
+	}
+	p.lent = true
+	return &lentPart{p: p, q: &w.io, ready: ready}
+}
+
+// Return implements Lender.
+func (s bulkSink) Return() { s.p.lent = false }
+
+// lentPart is the writer bulkSink.Lend returns: it writes to the part's
+// file on the goroutine it is lent to.
+type lentPart struct {
+	p     *part
+	q     *ioQueue
+	ready <-chan struct{} // nil once the queue's earlier writes are done
+}
+
+func (l *lentPart) Write(data []byte) (int, error) {
+	if l.ready != nil {
+		<-l.ready
+		l.ready = nil
+	}
+	p := l.p
+	p.loanMu.Lock()
+	defer p.loanMu.Unlock()
+	if p.revoked {
+		return 0, fmt.Errorf("filesink: %s: the Writer was closed", p.target)
+	}
+	if err := l.q.error(); err != nil {
+		return 0, err
+	}
+	if err := p.writeOut(data, nil); err != nil {
+		return 0, err
+	}
+	return len(data), nil
 }
 
 // writeBulk adds record to the bulk part of bucket key.
@@ -148,9 +206,14 @@ func (w *Writer) account(p *part) {
 // afterBulk hands the bytes b's bulk writer produced to the I/O goroutine
 // and keeps the total within the budget.
 func (w *Writer) afterBulk(ctx context.Context, b *bucket) error {
-	// The file is opened with the part's first row, so that bulkSink can
-	// hand the row groups' pages over as they come.
-	if len(b.buf) >= bulkFlushAt || (b.part != nil && b.part.pw == nil && b.part.rows > 0) {
+	// The file is opened with the part's first row, so that the row
+	// groups' pages can go to it as they come (bulkSink, Lend).
+	if b.part != nil && b.part.pw == nil && b.part.rows > 0 {
+		if err := w.open(ctx, b); err != nil {
+			return err
+		}
+	}
+	if len(b.buf) >= bulkFlushAt {
 		if err := w.flush(ctx, b); err != nil {
 			return err
 		}

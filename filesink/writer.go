@@ -197,16 +197,39 @@ type part struct {
 	// its Pending estimate where it has one (sizer), else held.
 	pending int64
 	sizer   PendingSizer
+	// lent is set while the part's file is lent to its bulk writer's
+	// encoding goroutine (bulkSink.Lend); caller's goroutine only.
+	lent bool
+	// loanMu orders the lent writer's writes with Writer.Close, which
+	// sets revoked (under it) before it closes pw.
+	loanMu  sync.Mutex
+	revoked bool
 
 	stats partStats // for the manifest and the checkpoint
 }
 
 // Write writes p to the part's file, keeping the CRC-32C of its bytes.
-// Called by the I/O goroutine only.
+// Called by the I/O goroutine only (or the goroutine the part is lent to).
 func (p *part) Write(b []byte) (int, error) {
 	n, err := p.pw.Write(b)
 	p.stats.crc = crc32.Update(p.stats.crc, castagnoli, b[:n])
 	return n, err
+}
+
+// writeOut writes b to the part's file (or compresses it into it, with
+// comp) and brings written and full up to date.
+func (p *part) writeOut(b []byte, comp Compression) error {
+	var err error
+	if comp != nil {
+		err = comp.Frame(p, b)
+	} else {
+		_, err = p.Write(b)
+	}
+	p.written.Store(p.pw.Size())
+	if l, ok := p.pw.(committer.Limited); ok && l.MustRoll() {
+		p.full.Store(true)
+	}
+	return err
 }
 
 // entry is the element of the state and the committable envelope.
@@ -660,15 +683,24 @@ func (w *Writer) flush(ctx context.Context, b *bucket) error {
 	if len(b.buf) == 0 {
 		return nil
 	}
-	p := b.part
-	if p.pw == nil {
-		pw, err := w.backendOf(b.key.dl).Open(ctx, p.target)
-		if err != nil {
-			return err
-		}
-		p.pw = pw
+	if err := w.open(ctx, b); err != nil {
+		return err
 	}
 	return w.handOff(b)
+}
+
+// open opens the file of b's part, if it is not open.
+func (w *Writer) open(ctx context.Context, b *bucket) error {
+	p := b.part
+	if p.pw != nil {
+		return nil
+	}
+	pw, err := w.backendOf(b.key.dl).Open(ctx, p.target)
+	if err != nil {
+		return err
+	}
+	p.pw = pw
+	return nil
 }
 
 // handOff lends b's buffer to the I/O goroutine, which writes it to the
@@ -1149,11 +1181,20 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 func (w *Writer) Close() error {
 	first := w.io.stop()
 	w.awaitClosing()
+	for _, b := range w.buckets {
+		if p := b.part; p != nil && p.pw != nil {
+			// A bulk writer's encoding goroutine may still hold the part
+			// (and the queue): after this it writes nothing.
+			p.loanMu.Lock()
+			p.revoked = true
+			p.loanMu.Unlock()
+		}
+	}
 	w.io = ioQueue{}
 	w.last = nil
 	for k, b := range w.buckets {
-		if b.part != nil && b.part.pw != nil {
-			if err := b.part.pw.Close(); err != nil && first == nil {
+		if p := b.part; p != nil && p.pw != nil {
+			if err := p.pw.Close(); err != nil && first == nil {
 				first = err
 			}
 		}

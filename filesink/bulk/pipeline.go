@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/filesink/filesink/filesink"
 )
 
 // The encoding pipeline of a writer: when Add ends a row group, the
@@ -18,8 +19,12 @@ import (
 // is only ever called on the caller's goroutine: the encoding goroutine
 // writes into the spool's private chunks, which the caller drains to the
 // io.Writer in the order they were written (as they fill, at each Add, and
-// all of them when the encode ends). At most one row group is encoded at a
-// time: ending another one first waits for the previous encode.
+// all of them when the encode ends). When the io.Writer is a
+// filesink.Lender (a filesink.Writer's part file) that lends its file for
+// the encode, the encoding goroutine instead writes each full chunk, and
+// the last at the end of the encode, to the lent writer itself: the caller
+// never touches those bytes. At most one row group is encoded at a time:
+// ending another one first waits for the previous encode.
 //
 // Flush and Close encode on the caller's goroutine, after waiting for the
 // encode in flight, with the spool passing bytes straight through to the
@@ -45,6 +50,11 @@ type spool struct {
 	out    io.Writer
 	direct bool // set and cleared by the caller while no encode runs
 	chunk  int  // bytes a chunk
+	// lent is the writer lent for the encode in flight, if any: the
+	// encoding goroutine writes full chunks to it (set and cleared by the
+	// caller while no encode runs); lentN counts the bytes it wrote.
+	lent  io.Writer
+	lentN int64
 
 	// cur is written by the encoding goroutine while an encode is in
 	// flight and read by the caller after it ended.
@@ -66,13 +76,31 @@ func (s *spool) Write(b []byte) (int, error) {
 	n := len(b)
 	for len(b) > 0 {
 		if len(s.cur) == cap(s.cur) {
-			s.next()
+			if s.lent != nil && s.cur != nil {
+				if err := s.writeLent(); err != nil {
+					return n - len(b), err
+				}
+			} else {
+				s.next()
+			}
 		}
 		k := copy(s.cur[len(s.cur):cap(s.cur)], b)
 		s.cur = s.cur[:len(s.cur)+k]
 		b = b[k:]
 	}
 	return n, nil
+}
+
+// writeLent writes the current chunk to the lent writer and empties it.
+// Encoding goroutine only.
+func (s *spool) writeLent() error {
+	if len(s.cur) == 0 {
+		return nil
+	}
+	k, err := s.lent.Write(s.cur)
+	s.lentN += int64(k)
+	s.cur = s.cur[:0]
+	return err
 }
 
 // next queues the full current chunk and takes a free or new one.
@@ -156,6 +184,10 @@ type encodeJob struct {
 // caller's goroutine.
 type pipeline struct {
 	spool spool
+	// out is the spool's io.Writer; lender is its filesink.Lender, if the
+	// writer the ParquetWriter was given is one.
+	out    *posWriter
+	lender filesink.Lender
 	// mem is the encoder's allocator (pqarrow's buffers), apart from the
 	// row buffer's so that the builders' count, which ends row groups,
 	// does not depend on how far an encode has got.
@@ -178,8 +210,9 @@ type pipeline struct {
 	panicked error
 }
 
-func newPipeline(out io.Writer, buf *rowBuffer) *pipeline {
-	p := &pipeline{mem: &countingAllocator{mem: memory.NewGoAllocator()}, buf: buf}
+func newPipeline(out *posWriter, buf *rowBuffer) *pipeline {
+	p := &pipeline{mem: &countingAllocator{mem: memory.NewGoAllocator()}, buf: buf, out: out}
+	p.lender, _ = out.w.(filesink.Lender)
 	p.spool.out = out
 	p.spool.direct = true
 	p.spool.chunk = spoolMax
@@ -219,6 +252,9 @@ func (p *pipeline) spawn(encode func([]arrow.Record) error) {
 	}
 	p.job = j
 	p.spool.direct = false
+	if p.lender != nil {
+		p.spool.lent = p.lender.Lend()
+	}
 	p.skipped = 0
 	p.look()
 	go func() {
@@ -229,6 +265,9 @@ func (p *pipeline) spawn(encode func([]arrow.Record) error) {
 			}
 		}()
 		j.err = encode(j.recs)
+		if j.err == nil && p.spool.lent != nil {
+			j.err = p.spool.writeLent()
+		}
 	}()
 }
 
@@ -270,6 +309,7 @@ func (p *pipeline) wait() error {
 	<-j.done
 	p.job = nil
 	p.buf.untake(j.recs, j.mem)
+	p.unlend()
 	if j.panicked != nil {
 		_ = p.spool.end(false)
 		p.panicked = fmt.Errorf("encoding panicked: %v", j.panicked)
@@ -292,5 +332,17 @@ func (p *pipeline) abort() {
 		p.job = nil
 		p.buf.untake(j.recs, j.mem)
 	}
+	p.unlend()
 	_ = p.spool.end(false)
+}
+
+// unlend ends the loan of the encode that ended, if there was one, and
+// counts the bytes it wrote.
+func (p *pipeline) unlend() {
+	if p.spool.lent == nil {
+		return
+	}
+	p.lender.Return()
+	p.out.pos += p.spool.lentN
+	p.spool.lent, p.spool.lentN = nil, 0
 }

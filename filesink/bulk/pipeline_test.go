@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/filesink/filesink/filesink"
 )
 
 // callerWriter is an io.Writer that must only be called during a call of
@@ -22,10 +24,61 @@ type callerWriter struct {
 	inCall bool
 	stray  int
 	fail   error // returned by Write once set
+
+	// With lend set, callerWriter is a filesink.Lender that lends itself:
+	// the lent writer counts a write outside a loan as a stray one, and
+	// a Write of the caller's during a loan too.
+	lend      bool
+	lentFail  error // returned by the lent writer (set before the first Add)
+	lentNow   bool
+	loans     int
+	lentBytes int
+}
+
+var _ filesink.Lender = (*callerWriter)(nil)
+
+func (c *callerWriter) Lend() io.Writer {
+	if !c.lend || !c.inCall || c.lentNow {
+		c.stray += btoi(c.lentNow)
+		return nil
+	}
+	c.lentNow = true
+	c.loans++
+	return lentWriter{c}
+}
+
+func (c *callerWriter) Return() {
+	if !c.lentNow || !c.inCall {
+		c.stray++
+	}
+	c.lentNow = false
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// lentWriter is callerWriter's lent writer, written on the encoding
+// goroutine (the race detector reports any write not ordered with the
+// caller's use of the buffer).
+type lentWriter struct{ c *callerWriter }
+
+func (l lentWriter) Write(p []byte) (int, error) {
+	if !l.c.lentNow {
+		l.c.stray++
+	}
+	if l.c.lentFail != nil {
+		return 0, l.c.lentFail
+	}
+	l.c.lentBytes += len(p)
+	return l.c.buf.Write(p)
 }
 
 func (c *callerWriter) Write(p []byte) (int, error) {
-	if !c.inCall {
+	if !c.inCall || c.lentNow {
 		c.stray++
 	}
 	if c.fail != nil {
@@ -67,11 +120,12 @@ type pipelineCase struct {
 	flushEvery int
 	arrowAt    int // add recs[arrowAt:arrowAt+arrowN] as one Arrow batch
 	arrowN     int
+	lend       bool // the io.Writer lends itself (filesink.Lender)
 }
 
 func writeCase(t *testing.T, f *ParquetFormat, s *Schema, c pipelineCase, recs [][]byte) []byte {
 	t.Helper()
-	var out callerWriter
+	out := callerWriter{lend: c.lend}
 	w, err := f.NewParquetWriter(&out)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +164,14 @@ func writeCase(t *testing.T, f *ParquetFormat, s *Schema, c pipelineCase, recs [
 		t.Fatal(err)
 	}
 	if out.stray > 0 {
-		t.Errorf("%s: the io.Writer was called %d times outside the writer's calls", c.name, out.stray)
+		t.Errorf("%s: the io.Writer was called %d times outside the writer's calls or its loans", c.name, out.stray)
+	}
+	if out.lentNow {
+		t.Errorf("%s: the io.Writer is still lent after Close", c.name)
+	}
+	ended := c.opts.RowGroupRows > 0 || c.opts.RowGroupBytes > 0 // row groups ended by Add
+	if c.lend && !f.sequential && ended && (out.loans == 0 || out.lentBytes == 0) {
+		t.Errorf("%s: %d loans, %d bytes written by the encoding goroutine: the pipeline did not borrow the io.Writer", c.name, out.loans, out.lentBytes)
 	}
 	return out.buf.Bytes()
 }
@@ -128,6 +189,11 @@ func TestPipelineSameBytes(t *testing.T) {
 		{name: "rows-flush-arrow", opts: Options{RowGroupRows: 300}, n: 3000, flushEvery: 1100, arrowAt: 1500, arrowN: 450},
 		{name: "one-row-groups", opts: Options{RowGroupRows: 1}, n: 200},
 		{name: "default", opts: Options{}, n: 2000},
+	}
+	for _, c := range cases {
+		lent := c
+		lent.name, lent.lend = c.name+"-lent", true
+		cases = append(cases, lent)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -276,6 +342,38 @@ func TestPipelineWriteError(t *testing.T) {
 	waitGoroutines(t, before)
 	if out.stray > 0 {
 		t.Errorf("the io.Writer was called %d times outside the writer's calls", out.stray)
+	}
+}
+
+// An error of the lent writer (written on the encoding goroutine) is
+// returned by a later call, and Close leaves no goroutine and no loan.
+func TestPipelineLentWriteError(t *testing.T) {
+	needPipeline(t)
+	s := loadSchema(t, "all_types.json")
+	recs := genRecords(1500, 14)
+	f, _ := Parquet(s, Options{RowGroupRows: 200})
+	before := runtime.NumGoroutine()
+	full := errors.New("disk full")
+	out := callerWriter{lend: true, lentFail: full}
+	w, _ := f.NewParquetWriter(&out)
+	var err error
+	for _, r := range recs {
+		if err = out.call(func() error { return w.Add(r) }); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = out.call(w.Flush)
+	}
+	if !errors.Is(err, full) {
+		t.Fatalf("error %v, want the lent writer's", err)
+	}
+	if err := out.call(w.Close); !errors.Is(err, full) {
+		t.Errorf("Close: %v", err)
+	}
+	waitGoroutines(t, before)
+	if out.loans == 0 || out.lentNow || out.stray > 0 {
+		t.Errorf("%d loans, lent after Close %v, %d stray writes", out.loans, out.lentNow, out.stray)
 	}
 }
 
