@@ -1,6 +1,7 @@
 package localfs_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1131,4 +1132,57 @@ func TestPersistAsync(t *testing.T) {
 		t.Fatalf("resumed at %d, want %d", rw.Size(), len("barrier|"))
 	}
 	rw.Close()
+}
+
+// TestBackgroundSync: a part writer fsyncs on its own every 16 MiB
+// written, beside the writing (so that a checkpoint's fsync has little
+// left to do); a failure of that fsync breaks the writer, and the next
+// Persist says so, naming the file.
+func TestBackgroundSync(t *testing.T) {
+	ctx := context.Background()
+	chunk := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	for _, failSync := range []bool{false, true} {
+		m := crashfs.New()
+		rec := &recorder{}
+		if failSync {
+			rec.fail = func(op errorfs.Op, _ []errorfs.Op) bool { return op.Kind == errorfs.OpFileSync }
+		}
+		b := localfs.New(errorfs.Wrap(m, rec), root)
+		pw, err := b.Open(ctx, "a/part-0.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		staging := stagingOf("a/part-0.bin")
+		for range 20 {
+			if _, err = pw.Write(chunk); err != nil {
+				break
+			}
+		}
+		if failSync {
+			if err == nil { // the fsync had not ended by the last Write
+				_, err = pw.Persist(ctx)
+			}
+			if err == nil || !strings.Contains(err.Error(), "fsync") || !strings.Contains(err.Error(), staging) {
+				t.Fatalf("after a failed background fsync: %v; want the fsync error naming %s", err, staging)
+			}
+			if _, err := pw.Write(chunk); err == nil {
+				t.Fatal("Write after a failed fsync succeeded")
+			}
+			pw.Close()
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pw.Close(); err != nil { // waits for the fsync
+			t.Fatal(err)
+		}
+		if find(rec.since(0), 0, errorfs.OpFileSync, staging) < 0 {
+			t.Fatalf("no fsync of %s after 20 MiB written; ops:%s", staging, opsString(rec.since(0)))
+		}
+		got, err := durable(m, staging)
+		if err != nil || len(got) < 16<<20 {
+			t.Fatalf("after a power loss %s holds %d bytes (%v), want at least 16 MiB", staging, len(got), err)
+		}
+	}
 }
