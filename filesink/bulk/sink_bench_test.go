@@ -33,15 +33,16 @@ import (
 //   - parquet-go: github.com/parquet-go/parquet-go's GenericWriter on the
 //     same records as Go structs, snappy, to memory.
 //
-// Run with
+// and alternating: the sink and the encoder one after the other in each
+// iteration, with their ratio. Run with
 //
 //	go test -run '^$' -bench BenchmarkParquetSink -benchtime 1x -count 3 ./filesink/bulk/
+//	go test -run '^$' -bench BenchmarkParquetSink/alternating -benchtime 6x ./filesink/bulk/
 //
 // (each sub-benchmark first runs one untimed iteration; the sink's output
 // is measured and deleted after each iteration, outside the timing) and
-// compare the records/s of the three: the targets are sink >=
-// 85% of encoder and sink >= 60% of parquet-go. Durations are reported,
-// never asserted.
+// compare the records/s: the targets are sink >= 85% of encoder
+// and sink >= 60% of parquet-go. Durations are reported, never asserted.
 func BenchmarkParquetSink(b *testing.B) {
 	n := 1_000_000
 	if s, err := strconv.Atoi(os.Getenv("BENCH_RECORDS")); err == nil && s > 0 {
@@ -82,67 +83,103 @@ func BenchmarkParquetSink(b *testing.B) {
 		b.ReportMetric(0, "ns/op") // one op is the whole data set
 	}
 
-	b.Run("sink", func(b *testing.B) {
+	// sinkOp runs the sink over the records once and returns the time from
+	// the first Write to the end of Close, the part of it taken by the
+	// checkpoint (Prepare, Commit and Close), and the output's size and
+	// parts. The rest (making the Writer, measuring and deleting the
+	// output) runs with b's timer stopped.
+	sinkOp := func(b *testing.B) (elapsed, checkpoint time.Duration, size int64, parts int) {
+		b.Helper()
 		ctx := context.Background()
+		b.StopTimer()
+		root := b.TempDir()
+		be := localfs.New(vfs.OS{}, root)
+		w, err := filesink.New(be, 0, filesink.WithBulkFormat(format))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		// In batches of pipeline.DefaultBatchSize, as pipeline.Run hands
+		// records to a sink (pipeline.Batcher).
+		from := 0
+		for k, end := range ends {
+			l := jsonl[from:end]
+			from = end + 1
+			if k%pipeline.DefaultBatchSize == 0 {
+				w.EndBatch()
+				w.BeginBatch()
+			}
+			if err := w.Write(ctx, l, source.Origin{Name: "bench", Num: int64(k + 1)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		w.EndBatch()
+		t1 := time.Now()
+		snap, err := w.Prepare(ctx, 1, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range snap.Committables {
+			if err := w.Commit(ctx, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		t2 := time.Now()
+		if got := w.Stats().Records.Load(); got != int64(n) {
+			b.Fatalf("%d records written, want %d", got, n)
+		}
+		size = dirSize(b, root)
+		// Free the page cache the part took, as a long-running sink's old
+		// files leave it: on a virtual machine, writing into memory the
+		// guest never touched costs several times more than into reused
+		// pages (BENCHMARKS.md), which would otherwise weigh on every
+		// iteration after the first.
+		if err := os.RemoveAll(root); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		// The default policy also rolls on size.
+		return t2.Sub(t0), t2.Sub(t1), size, len(snap.Committables)
+	}
+	// encoderOp runs the format's writer alone over the records once, to
+	// memory, and returns its time and output size.
+	encoderOp := func(b *testing.B) (time.Duration, int64) {
+		b.Helper()
+		var out countWriter
+		t0 := time.Now()
+		w, err := format.NewWriter(&out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		from := 0
+		for _, end := range ends {
+			if err := w.Add(jsonl[from:end]); err != nil {
+				b.Fatal(err)
+			}
+			from = end + 1
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0), out.n
+	}
+
+	b.Run("sink", func(b *testing.B) {
 		var size int64
 		parts := 0
-		var checkpoint time.Duration // Prepare, Commit and Close, timed iterations
+		var checkpoint time.Duration // of the timed iterations
 		for i := -1; i < b.N; i++ {
 			warmedUp(b, i)
-			b.StopTimer()
-			root := b.TempDir()
-			be := localfs.New(vfs.OS{}, root)
-			w, err := filesink.New(be, 0, filesink.WithBulkFormat(format))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
-			// In batches of pipeline.DefaultBatchSize, as pipeline.Run
-			// hands records to a sink (pipeline.Batcher).
-			from := 0
-			for k, end := range ends {
-				l := jsonl[from:end]
-				from = end + 1
-				if k%pipeline.DefaultBatchSize == 0 {
-					w.EndBatch()
-					w.BeginBatch()
-				}
-				if err := w.Write(ctx, l, source.Origin{Name: "bench", Num: int64(k + 1)}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			w.EndBatch()
-			t0 := time.Now()
-			snap, err := w.Prepare(ctx, 1, true)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, c := range snap.Committables {
-				if err := w.Commit(ctx, c); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := w.Close(); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
+			_, cp, sz, np := sinkOp(b)
 			if i >= 0 {
-				checkpoint += time.Since(t0)
+				checkpoint += cp
 			}
-			if got := w.Stats().Records.Load(); got != int64(n) {
-				b.Fatalf("%d records written, want %d", got, n)
-			}
-			parts = len(snap.Committables) // the default policy also rolls on size
-			size = dirSize(b, root)
-			// Free the page cache the part took, as a long-running sink's
-			// old files leave it: on a virtual machine, writing into
-			// memory the guest never touched costs several times more than
-			// into reused pages (BENCHMARKS.md), which would otherwise
-			// weigh on every iteration after the first.
-			if err := os.RemoveAll(root); err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
+			size, parts = sz, np
 		}
 		report(b, size)
 		b.ReportMetric(float64(parts), "parts")
@@ -150,26 +187,41 @@ func BenchmarkParquetSink(b *testing.B) {
 	})
 
 	b.Run("encoder", func(b *testing.B) {
-		var out countWriter
+		var size int64
 		for i := -1; i < b.N; i++ {
 			warmedUp(b, i)
-			out.n = 0
-			w, err := format.NewWriter(&out)
-			if err != nil {
-				b.Fatal(err)
+			_, size = encoderOp(b)
+		}
+		report(b, size)
+	})
+
+	// alternating runs the sink and the encoder alone one after the other
+	// in each iteration, the order swapped every iteration, and reports
+	// the records/s of each and their ratio: on a machine whose speed
+	// drifts (a virtual machine's often does, by a third within minutes),
+	// the ratio of the two consecutive sub-benchmarks above compares one
+	// speed with another.
+	b.Run("alternating", func(b *testing.B) {
+		var sinkT, encT time.Duration
+		for i := -1; i < b.N; i++ {
+			var s, e time.Duration
+			if i%2 == 0 {
+				s, _, _, _ = sinkOp(b)
+				e, _ = encoderOp(b)
+			} else {
+				e, _ = encoderOp(b)
+				s, _, _, _ = sinkOp(b)
 			}
-			from := 0
-			for _, end := range ends {
-				if err := w.Add(jsonl[from:end]); err != nil {
-					b.Fatal(err)
-				}
-				from = end + 1
-			}
-			if err := w.Close(); err != nil {
-				b.Fatal(err)
+			if i >= 0 {
+				sinkT += s
+				encT += e
 			}
 		}
-		report(b, out.n)
+		recs := float64(n) * float64(b.N)
+		b.ReportMetric(recs/sinkT.Seconds(), "sink-records/s")
+		b.ReportMetric(recs/encT.Seconds(), "encoder-records/s")
+		b.ReportMetric(100*encT.Seconds()/sinkT.Seconds(), "sink/encoder-%")
+		b.ReportMetric(0, "ns/op")
 	})
 
 	b.Run("parquet-go", func(b *testing.B) {
