@@ -13,6 +13,11 @@
 //     once after the file was created, before returning the length that a
 //     checkpoint records. A failed fsync breaks the writer: it is never
 //     retried on the same descriptor.
+//   - Between checkpoints a part writer asks the kernel to start writing
+//     back every MiB written, and fsyncs every 16 MiB on a goroutine of
+//     its own, so that a checkpoint's fsync has little left to do. These
+//     early fsyncs promise nothing (only a checkpoint's length counts), but
+//     their failure breaks the writer too.
 //   - Commit renames with renameat2(RENAME_NOREPLACE) (link+unlink where the
 //     filesystem lacks it), never os.Rename, then fsyncs the directory.
 //   - Resume truncates the staging file to the recorded length; a shorter
