@@ -41,7 +41,7 @@ func (q *ioQueue) submit(p *part, buf []byte, comp Compression, drop bool) error
 		return err
 	}
 	q.start()
-	p.queued.Add(int64(len(buf)))
+	p.size.Add(int64(len(buf)))
 	q.lent.Add(int64(cap(buf)))
 	q.wg.Add(1)
 	q.jobs <- ioJob{p: p, buf: buf, comp: comp, drop: drop}
@@ -80,15 +80,16 @@ func (q *ioQueue) run(jobs <-chan ioJob, back chan<- []byte) {
 			continue
 		}
 		if q.error() == nil {
-			if err := j.p.writeOut(j.buf, j.comp); err != nil {
+			if err := j.p.writeOut(j.buf, j.comp, int64(len(j.buf))); err != nil {
 				q.mu.Lock()
 				if q.err == nil {
 					q.err = err
 				}
 				q.mu.Unlock()
 			}
+		} else {
+			j.p.size.Add(-int64(len(j.buf))) // dropped
 		}
-		j.p.queued.Add(-int64(len(j.buf)))
 		if j.drop {
 			q.lent.Add(-int64(cap(j.buf)))
 		} else {
@@ -141,4 +142,4 @@ func (q *ioQueue) stop() error {
 
 // sizeOf is the part's size for rolling decisions: bytes in the file plus
 // bytes queued for it (uncompressed).
-func sizeOf(p *part) int64 { return p.written.Load() + p.queued.Load() }
+func sizeOf(p *part) int64 { return p.size.Load() }

@@ -132,7 +132,7 @@ func (l *lentPart) Write(data []byte) (int, error) {
 	if err := l.q.error(); err != nil {
 		return 0, err
 	}
-	if err := p.writeOut(data, nil); err != nil {
+	if err := p.writeOut(data, nil, 0); err != nil {
 		return 0, err
 	}
 	return len(data), nil

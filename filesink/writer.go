@@ -183,9 +183,14 @@ type part struct {
 	// timeOK is the processing time at which the DefaultPolicy's time
 	// conditions last held false (see mustRoll).
 	timeOK    time.Time
-	persisted int64           // pw.Size() at the last Persist
-	written   atomic.Int64    // pw.Size() after the last write of the I/O goroutine
-	queued    atomic.Int64    // bytes submitted to the I/O goroutine, not yet written
+	persisted int64 // pw.Size() at the last Persist
+	// size is the file's size plus the bytes queued for it (uncompressed),
+	// moved by one addition per change so that the caller never sees a
+	// write counted both as queued and as written; fileSize is pw.Size()
+	// after the last write, kept by the goroutine that writes the file
+	// (the I/O goroutine, or the one the part is lent to).
+	size      atomic.Int64
+	fileSize  int64
 	full      atomic.Bool     // pw is a committer.Limited that must roll
 	resumable json.RawMessage // result of the last Persist
 
@@ -217,15 +222,18 @@ func (p *part) Write(b []byte) (int, error) {
 }
 
 // writeOut writes b to the part's file (or compresses it into it, with
-// comp) and brings written and full up to date.
-func (p *part) writeOut(b []byte, comp Compression) error {
+// comp) and brings size and full up to date; queued is how much of size
+// b was counted as (len(b) for a buffer from the I/O queue, else 0).
+func (p *part) writeOut(b []byte, comp Compression, queued int64) error {
 	var err error
 	if comp != nil {
 		err = comp.Frame(p, b)
 	} else {
 		_, err = p.Write(b)
 	}
-	p.written.Store(p.pw.Size())
+	before := p.fileSize
+	p.fileSize = p.pw.Size()
+	p.size.Add(p.fileSize - before - queued)
 	if l, ok := p.pw.(committer.Limited); ok && l.MustRoll() {
 		p.full.Store(true)
 	}
@@ -1070,7 +1078,8 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 			return fmt.Errorf("filesink: bad figures of %s in the checkpoint: %w", target, err)
 		}
 		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part, stats: stats}
-		p.written.Store(pw.Size())
+		p.fileSize = pw.Size()
+		p.size.Store(p.fileSize)
 		if l, ok := pw.(committer.Limited); ok && l.MustRoll() {
 			p.full.Store(true)
 		}

@@ -197,14 +197,21 @@ func (w *ParquetWriter) Flush() error {
 // Arrow memory (Buffered, which also counts the capacity reserved for a
 // whole row group). Before a row group is written it is Buffered. It is an
 // estimate: a file ends somewhat over the part size when later rows encode
-// larger, or under it by up to a row group's bytes when the part rolls
-// while one is being encoded (its bytes already written count twice).
+// larger. The bytes that the encode in flight has already written to a
+// file lent to it (filesink.Lender) are in the file's size, so they are
+// not pending.
 func (w *ParquetWriter) Pending() int64 {
 	done := w.pipe.encoded
 	if w.out == nil || done <= 0 {
 		return w.Buffered()
 	}
-	return int64(float64(w.buf.total-done) * float64(w.out.pos) / float64(done))
+	perRow := float64(w.out.pos) / float64(done)
+	est := int64(float64(w.buf.total-done) * perRow)
+	if rows, written := w.pipe.inFlight(); written > 0 {
+		building := int64(float64(w.buf.total-done-rows) * perRow) // the rows after the encode's
+		est = max(est-written, building)
+	}
+	return est
 }
 
 // Close writes the remaining rows and the footer. After a nil error the

@@ -52,9 +52,10 @@ type spool struct {
 	chunk  int  // bytes a chunk
 	// lent is the writer lent for the encode in flight, if any: the
 	// encoding goroutine writes full chunks to it (set and cleared by the
-	// caller while no encode runs); lentN counts the bytes it wrote.
+	// caller while no encode runs); lentN counts the bytes it wrote (read
+	// by the caller during the encode: they are in the file already).
 	lent  io.Writer
-	lentN int64
+	lentN atomic.Int64
 
 	// cur is written by the encoding goroutine while an encode is in
 	// flight and read by the caller after it ended.
@@ -98,7 +99,7 @@ func (s *spool) writeLent() error {
 		return nil
 	}
 	k, err := s.lent.Write(s.cur)
-	s.lentN += int64(k)
+	s.lentN.Add(int64(k))
 	s.cur = s.cur[:0]
 	return err
 }
@@ -336,6 +337,15 @@ func (p *pipeline) abort() {
 	_ = p.spool.end(false)
 }
 
+// inFlight returns the rows of the encode in flight and the bytes it has
+// written to a lent file so far (0 without a loan).
+func (p *pipeline) inFlight() (rows, written int64) {
+	if p.job == nil {
+		return 0, 0
+	}
+	return p.job.rows, p.spool.lentN.Load()
+}
+
 // unlend ends the loan of the encode that ended, if there was one, and
 // counts the bytes it wrote.
 func (p *pipeline) unlend() {
@@ -343,6 +353,6 @@ func (p *pipeline) unlend() {
 		return
 	}
 	p.lender.Return()
-	p.out.pos += p.spool.lentN
-	p.spool.lent, p.spool.lentN = nil, 0
+	p.out.pos += p.spool.lentN.Swap(0)
+	p.spool.lent = nil
 }
