@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -24,6 +25,10 @@ type ParquetFormat struct {
 	// sequential turns the pipeline off (tests): row groups ended by Add
 	// are encoded on the caller's goroutine, as by Flush.
 	sequential bool
+	// rowBytes holds the bits of the float64 bytes per row that a writer
+	// of this format last measured, for the Pending of writers that have
+	// not written a row group yet.
+	rowBytes *atomic.Uint64
 }
 
 var _ filesink.BulkFormat = (*ParquetFormat)(nil)
@@ -39,7 +44,7 @@ func Parquet(schema *Schema, opts Options) (*ParquetFormat, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &ParquetFormat{schema: schema, opts: opts}
+	f := &ParquetFormat{schema: schema, opts: opts, rowBytes: new(atomic.Uint64)}
 	switch opts.Compression {
 	case "", Snappy:
 		f.codec = compress.Codecs.Snappy
@@ -122,11 +127,14 @@ func (f *ParquetFormat) NewParquetWriter(w io.Writer) (*ParquetWriter, error) {
 // are fixed when a file starts.
 type ParquetWriter struct {
 	rowFront
-	f     *ParquetFormat
-	out   *posWriter
-	fw    *pqarrow.FileWriter
-	dict  []bool   // per leaf column, as decided at the first row group
-	paths []string // the leaf columns' paths
+	f   *ParquetFormat
+	out *posWriter
+	// rateDone is the rows encoded when Pending last stored the bytes per
+	// row in f.rowBytes.
+	rateDone int64
+	fw       *pqarrow.FileWriter
+	dict     []bool   // per leaf column, as decided at the first row group
+	paths    []string // the leaf columns' paths
 	// encoder is encode (tests wrap it to inject errors).
 	encoder func([]arrow.Record) error
 }
@@ -195,17 +203,27 @@ func (w *ParquetWriter) Flush() error {
 // the bytes per row written so far, so that a filesink.Writer rolls parts
 // near its policy's part size rather than at the part size less the rows'
 // Arrow memory (Buffered, which also counts the capacity reserved for a
-// whole row group). Before a row group is written it is Buffered. It is an
-// estimate: a file ends somewhat over the part size when later rows encode
-// larger. The bytes that the encode in flight has already written to a
-// file lent to it (filesink.Lender) are in the file's size, so they are
-// not pending.
+// whole row group). Before its first row group is written, a writer uses
+// the bytes per row another writer of the same format measured last, and
+// before any did, Buffered. It is an estimate: a file ends somewhat over
+// the part size when later rows encode larger. The bytes that the encode
+// in flight has already written to a file lent to it (filesink.Lender)
+// are in the file's size, so they are not pending.
 func (w *ParquetWriter) Pending() int64 {
-	done := w.pipe.encoded
-	if w.out == nil || done <= 0 {
+	if w.out == nil {
 		return w.Buffered()
 	}
-	perRow := float64(w.out.pos) / float64(done)
+	done := w.pipe.encoded
+	var perRow float64
+	if done > 0 {
+		perRow = float64(w.out.pos) / float64(done)
+		if done != w.rateDone { // once per row group
+			w.rateDone = done
+			w.f.rowBytes.Store(math.Float64bits(perRow))
+		}
+	} else if perRow = math.Float64frombits(w.f.rowBytes.Load()); perRow <= 0 {
+		return w.Buffered()
+	}
 	est := int64(float64(w.buf.total-done) * perRow)
 	if rows, written := w.pipe.inFlight(); written > 0 {
 		building := int64(float64(w.buf.total-done-rows) * perRow) // the rows after the encode's

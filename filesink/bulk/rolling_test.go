@@ -112,3 +112,55 @@ func testParquetPartSizes(t *testing.T, sequential bool) {
 		}
 	}
 }
+
+// Before its first row group is written, a Parquet writer estimates its
+// pending bytes from the bytes per row another writer of the same format
+// measured, not from its rows' Arrow memory (about twice as large, and
+// more with the capacity reserved for a row group); the first writer of a
+// format has only Buffered.
+func TestPendingBeforeFirstRowGroup(t *testing.T) {
+	schema, err := ParseSchema([]byte(benchSchemaDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parquet(schema, Options{Compression: Snappy, RowGroupRows: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sequential = true
+	jsonl, ends := MakeBenchLines(3000)
+	add := func(w *ParquetWriter, n int) {
+		from := 0
+		for _, end := range ends[:n] {
+			if err := w.Add(jsonl[from:end]); err != nil {
+				t.Fatal(err)
+			}
+			from = end + 1
+		}
+	}
+	var out countWriter
+	first, err := f.NewParquetWriter(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(first, 2000)
+	if p, b := first.Pending(), first.Buffered(); p != b {
+		t.Fatalf("first writer, no row group written: Pending %d, want Buffered %d", p, b)
+	}
+	if err := first.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	perRow := float64(out.n) / 2000
+	first.Pending() // measures the rate, as a filesink.Writer's every Add does
+	second, err := f.NewParquetWriter(&countWriter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	add(second, 1000)
+	want := int64(1000 * perRow)
+	if p := second.Pending(); p < want*9/10 || p > want*11/10 {
+		t.Errorf("second writer, no row group written: Pending %d, want about %d (1,000 rows at %.0f bytes; Buffered %d)", p, want, perRow, second.Buffered())
+	}
+	first.Close()
+}
