@@ -1190,25 +1190,22 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 func (w *Writer) Close() error {
 	first := w.io.stop()
 	w.awaitClosing()
-	for _, b := range w.buckets {
-		if p := b.part; p != nil && p.pw != nil {
-			// A bulk writer's encoding goroutine may still hold the part
-			// (and the queue): after this it writes nothing.
-			p.loanMu.Lock()
-			p.revoked = true
-			p.loanMu.Unlock()
-		}
-	}
-	w.io = ioQueue{}
-	w.last = nil
 	for k, b := range w.buckets {
 		if p := b.part; p != nil && p.pw != nil {
-			if err := p.pw.Close(); err != nil && first == nil {
+			// A bulk writer's encoding goroutine may still hold the part
+			// (and the queue, reset below): after this it writes nothing.
+			p.loanMu.Lock()
+			p.revoked = true
+			err := p.pw.Close()
+			p.loanMu.Unlock()
+			if err != nil && first == nil {
 				first = err
 			}
 		}
 		delete(w.buckets, k)
 	}
+	w.io = ioQueue{}
+	w.last = nil
 	w.bufCap, w.rolled, w.free, w.bulkHeld = 0, nil, nil, 0
 	return first
 }

@@ -559,19 +559,20 @@ func (w *writer) syncBusy() bool {
 }
 
 // startSync runs syncData on a goroutine of its own (at most maxSyncs per
-// backend at once) and returns where its error will be, valid once
-// w.syncing is closed. The previous one must be over (awaitSync).
-func (w *writer) startSync() *error {
-	done := make(chan struct{})
-	w.syncing = done
-	err := new(error)
+// backend at once) and returns the channel closed when it ends (also
+// w.syncing) and where its error is then. The previous one must be over
+// (awaitSync).
+func (w *writer) startSync() (done <-chan struct{}, errp *error) {
+	ch := make(chan struct{})
+	w.syncing = ch
+	errp = new(error)
 	go func() {
-		defer close(done)
+		defer close(ch)
 		w.b.syncs <- struct{}{}
 		defer func() { <-w.b.syncs }()
-		*err = w.syncData()
+		*errp = w.syncData()
 	}()
-	return err
+	return ch, errp
 }
 
 // sync makes the file's bytes durable (and its directory entry) and
@@ -630,7 +631,7 @@ func (w *writer) PersistAsync(ctx context.Context) (func(context.Context) (json.
 	w.awaitSync()
 	r := w.rec
 	r.Length = w.Size()
-	errp, done := w.startSync(), w.syncing
+	done, errp := w.startSync()
 	return func(ctx context.Context) (json.RawMessage, error) {
 		select {
 		case <-done:

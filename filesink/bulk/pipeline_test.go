@@ -38,8 +38,10 @@ type callerWriter struct {
 var _ filesink.Lender = (*callerWriter)(nil)
 
 func (c *callerWriter) Lend() io.Writer {
+	if c.lentNow { // lent twice
+		c.stray++
+	}
 	if !c.lend || !c.inCall || c.lentNow {
-		c.stray += btoi(c.lentNow)
 		return nil
 	}
 	c.lentNow = true
@@ -52,13 +54,6 @@ func (c *callerWriter) Return() {
 		c.stray++
 	}
 	c.lentNow = false
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // lentWriter is callerWriter's lent writer, written on the encoding
