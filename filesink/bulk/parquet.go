@@ -129,9 +129,10 @@ type ParquetWriter struct {
 	rowFront
 	f   *ParquetFormat
 	out *posWriter
-	// rateDone is the rows encoded when Pending last stored the bytes per
-	// row in f.rowBytes.
+	// rateDone is the rows encoded when Pending last computed perRow, the
+	// bytes per row written so far (and stored it in f.rowBytes).
 	rateDone int64
+	perRow   float64
 	fw       *pqarrow.FileWriter
 	dict     []bool   // per leaf column, as decided at the first row group
 	paths    []string // the leaf columns' paths
@@ -214,11 +215,11 @@ func (w *ParquetWriter) Pending() int64 {
 		return w.Buffered()
 	}
 	done := w.pipe.encoded
-	var perRow float64
+	perRow := w.perRow
 	if done > 0 {
-		perRow = float64(w.out.pos) / float64(done)
 		if done != w.rateDone { // once per row group
-			w.rateDone = done
+			perRow = float64(w.out.pos) / float64(done)
+			w.rateDone, w.perRow = done, perRow
 			w.f.rowBytes.Store(math.Float64bits(perRow))
 		}
 	} else if perRow = math.Float64frombits(w.f.rowBytes.Load()); perRow <= 0 {

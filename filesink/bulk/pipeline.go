@@ -57,9 +57,13 @@ type spool struct {
 	lent  io.Writer
 	lentN atomic.Int64
 
-	// cur is written by the encoding goroutine while an encode is in
-	// flight and read by the caller after it ended.
+	// cur is written by the encoding goroutine at every Write while an
+	// encode is in flight and read by the caller after it ended. It has
+	// a cache line of its own: the caller's looks at the counters around
+	// it would otherwise cost both goroutines a cache miss.
+	_   [64]byte
 	cur []byte
+	_   [64]byte
 
 	mu    sync.Mutex
 	ready [][]byte // full chunks, in order
@@ -200,9 +204,11 @@ type pipeline struct {
 	// Add only: the encoding goroutine changes those counters all the
 	// time, and reading them at every record cost the caller a cache
 	// miss per record. skipped counts the Adds since the last look; seen
-	// is the encoder's memory and the spool's chunks as of that look.
-	skipped int
-	seen    int64
+	// is the encoder's memory and the spool's chunks as of that look, and
+	// seenLent the bytes the encode had written to the lent file.
+	skipped  int
+	seen     int64
+	seenLent int64
 	// encoded is the number of rows of the row groups encoded so far, for
 	// the writer's estimate of its bytes per row (ParquetWriter.Pending).
 	encoded int64
@@ -240,8 +246,11 @@ func (p *pipeline) buffered() int64 {
 	return p.seen + p.job.foreign
 }
 
-// look refreshes seen.
-func (p *pipeline) look() { p.seen = p.mem.n.Load() + p.spool.held.Load() }
+// look refreshes seen and seenLent.
+func (p *pipeline) look() {
+	p.seen = p.mem.n.Load() + p.spool.held.Load()
+	p.seenLent = p.spool.lentN.Load()
+}
 
 // spawn hands the row buffer's pending batches to a goroutine running
 // encode on them. There must be no encode in flight.
@@ -337,13 +346,14 @@ func (p *pipeline) abort() {
 	_ = p.spool.end(false)
 }
 
-// inFlight returns the rows of the encode in flight and the bytes it has
-// written to a lent file so far (0 without a loan).
+// inFlight returns the rows of the encode in flight and the bytes it had
+// written to a lent file as of the caller's last look at it (0 without a
+// loan).
 func (p *pipeline) inFlight() (rows, written int64) {
 	if p.job == nil {
 		return 0, 0
 	}
-	return p.job.rows, p.spool.lentN.Load()
+	return p.job.rows, p.seenLent
 }
 
 // unlend ends the loan of the encode that ended, if there was one, and
