@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -669,6 +670,100 @@ func TestBufferBudgetManyBuckets(t *testing.T) {
 			}
 			t.Logf("peak buffered %d of %d", peak, tc.budget)
 		})
+	}
+}
+
+// TestPartWritesInPieces: the Writer hands its part writer at most 256 KiB
+// at a time (so that the part writer's passes over the bytes find them in
+// the CPU cache), also from its 4 MiB buffers, and the output and the
+// manifest's CRC-32C are those of the whole part.
+func TestPartWritesInPieces(t *testing.T) {
+	ctx := context.Background()
+	lb, root := newLocal(t)
+	be := newRecBackend(lb)
+	w := newWriter(t, be, 0) // default budget: 4 MiB buffers with one bucket
+	coord, store := newCoordinator(t, root, w)
+	const records = 6000
+	pad := strings.Repeat("p", 1000)
+	var want []byte
+	for i := range records {
+		r := fmt.Appendf(nil, `{"id":%d,"pad":"%s"}`, i, pad)
+		mustWrite(t, w, r)
+		want = append(append(want, r...), '\n')
+	}
+	if _, err := coord.Checkpoint(ctx, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	largest := 0
+	for target, writes := range be.writes {
+		for _, c := range writes {
+			if len(c) > 256<<10 {
+				t.Errorf("%s: a write of %d bytes, want at most 256 KiB", target, len(c))
+			}
+			largest = max(largest, len(c))
+		}
+	}
+	if largest != 256<<10 {
+		t.Errorf("largest write %d bytes: the 4 MiB buffers were not cut into 256 KiB pieces", largest)
+	}
+	out := published(t, root)
+	if len(out) != 1 {
+		t.Fatalf("%d files published, want 1", len(out))
+	}
+	for target, got := range out {
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes, not the %d written", target, len(got), len(want))
+		}
+	}
+	vs, err := recovery.Verify(ctx, store, filesink.Checker{Backend: lb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 0 {
+		t.Errorf("verify: %v", vs)
+	}
+}
+
+// shortBackend's part writers write one byte less than asked, once, and
+// report no error.
+type shortBackend struct{ committer.Backend }
+
+func (b shortBackend) Open(ctx context.Context, target string) (committer.PartWriter, error) {
+	pw, err := b.Backend.Open(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return &shortPartWriter{PartWriter: pw}, nil
+}
+
+type shortPartWriter struct {
+	committer.PartWriter
+	done bool
+}
+
+func (p *shortPartWriter) Write(data []byte) (int, error) {
+	if !p.done && len(data) > 1 {
+		p.done = true
+		return p.PartWriter.Write(data[:len(data)-1])
+	}
+	return p.PartWriter.Write(data)
+}
+
+// TestPartShortWrite: a part writer that writes less than it was given
+// without an error breaks the Writer with io.ErrShortWrite; nothing is
+// committed.
+func TestPartShortWrite(t *testing.T) {
+	ctx := context.Background()
+	lb, root := newLocal(t)
+	w := newWriter(t, shortBackend{lb}, 0)
+	coord, _ := newCoordinator(t, root, w)
+	mustWrite(t, w, []byte(`{"id":1}`))
+	_, err := coord.Checkpoint(ctx, nil, true)
+	if !errors.Is(err, io.ErrShortWrite) {
+		t.Fatalf("checkpoint after a short write: %v, want io.ErrShortWrite", err)
+	}
+	if n := len(published(t, root)); n != 0 {
+		t.Errorf("%d files published after a short write", n)
 	}
 }
 
