@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -769,5 +770,37 @@ func TestSIGTERMStdin(t *testing.T) {
 	checkExactlyOnce(t, outputLines(t, out), want)
 	if t.Failed() {
 		t.Logf("stderr:\n%s", r.stderr)
+	}
+}
+
+// TestRunDirectIOFlag: --direct-io on (the default) and off write the same
+// records (the local backend's tests check the O_DIRECT writes
+// themselves); it is refused with an S3 sink.
+func TestRunDirectIOFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var outs []map[string]bool
+	for _, v := range []string{"true", "false"} {
+		out := filepath.Join(dir, v)
+		mustRun(t, "run", "--source", "gen://?count=20000&size=512", "--sink", out, "--direct-io="+v, "--checkpoint-records", "7000")
+		mustRun(t, "verify", "--sink", out)
+		lines := map[string]bool{}
+		for _, l := range outputLines(t, out) {
+			if lines[l.line] {
+				t.Fatalf("--direct-io=%s: %s written twice", v, l.line)
+			}
+			lines[l.line] = true
+		}
+		if len(lines) != 20000 {
+			t.Fatalf("--direct-io=%s: %d distinct records, want 20000", v, len(lines))
+		}
+		outs = append(outs, lines)
+	}
+	if !maps.Equal(outs[0], outs[1]) {
+		t.Error("--direct-io=true and false wrote different records")
+	}
+	r := cli(t, "run", "--source", "gen://?count=1", "--sink", "s3://bucket/prefix", "--direct-io=false")
+	if r.code != 2 || !strings.Contains(r.stderr, "--direct-io") {
+		t.Errorf("--direct-io with an S3 sink: want exit 2 naming the flag, got %v", r)
 	}
 }

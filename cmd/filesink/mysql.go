@@ -90,7 +90,7 @@ type mysqlFlags struct {
 const mysqlOnlyFlags = "mysql-table mysql-mode mysql-key mysql-columns mysql-batch-rows mysql-marker-table job"
 
 // fileOnlyFlags are the run flags that apply to file and S3 sinks only.
-const fileOnlyFlags = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix " +
+const fileOnlyFlags = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io " +
 	"buffer-budget memory-limit csv-columns csv-header on-bad-record " + bulkOnlyFlags + " " +
 	"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir"
 

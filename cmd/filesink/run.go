@@ -108,7 +108,7 @@ type runFlags struct {
 	memLimit                                                     string
 	interval, rollover, inactivity                               time.Duration
 	parallelism, retain                                          int
-	csvHeader, rollOnCheckpoint, bounded, successFile            bool
+	csvHeader, rollOnCheckpoint, bounded, successFile, directIO  bool
 	lateness                                                     time.Duration
 	checkpointEvery                                              int64
 	start                                                        string
@@ -142,6 +142,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	fs.BoolVar(&f.rollOnCheckpoint, "roll-on-checkpoint", false, "roll every part file at every checkpoint")
 	fs.IntVar(&f.parallelism, "parallelism", 1, "number of sink subtasks (keep it the same across restarts)")
 	fs.StringVar(&f.prefix, "prefix", "part", "part file name prefix")
+	fs.BoolVar(&f.directIO, "direct-io", true, "local sinks: write large part-file writes with O_DIRECT (Linux), bypassing the page cache; false: through the page cache "+
+		"(a filesystem without direct I/O falls back by itself; fsync makes parts durable either way)")
 	fs.StringVar(&f.budget, "buffer-budget", "64MiB", "memory for buffered records across all open buckets (with parquet/arrow: the encoders' row groups)")
 	fs.StringVar(&f.memLimit, "memory-limit", "auto", "soft limit of the Go heap (GC target): auto (6 x --buffer-budget with parquet/arrow, whose encoders hold "+
 		"more than they report; none for row formats), none, or a SIZE; the GOMEMLIMIT environment variable overrides it")
@@ -442,14 +444,20 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	if f.metrics != nil {
 		tlog = slog.New(f.metrics.LogHandler(log.Handler())) // counts the orphans an S3 sweep deletes
 	}
+	if set["direct-io"] && isS3(f.sink) {
+		return nil, usageError("run: --direct-io applies to local sinks only, not to %s", f.sink)
+	}
 	t, err := openTarget(ctx, f.sink, &f.s3, tlog, true)
 	if err != nil {
 		return nil, err
 	}
-	if f.metrics != nil && t.local != "" {
-		// Counts the orphaned staging files a sweep deletes.
-		t.backend = localfs.New(f.metrics.CountingFS(vfs.OS{}), t.local)
-		t.dead = localfs.New(f.metrics.CountingFS(vfs.OS{}), filepath.Join(t.local, "_dead-letter"))
+	if t.local != "" {
+		var fsys vfs.FS = vfs.OS{}
+		if f.metrics != nil {
+			fsys = f.metrics.CountingFS(fsys) // counts the orphaned staging files a sweep deletes
+		}
+		t.backend = localfs.New(fsys, t.local, localfs.WithDirectIO(f.directIO))
+		t.dead = localfs.New(fsys, filepath.Join(t.local, "_dead-letter"), localfs.WithDirectIO(f.directIO))
 	}
 	stateURI := f.state
 	if stateURI == "" {

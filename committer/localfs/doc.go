@@ -18,6 +18,15 @@
 //     its own, so that a checkpoint's fsync has little left to do. These
 //     early fsyncs promise nothing (only a checkpoint's length counts), but
 //     their failure breaks the writer too.
+//   - Direct I/O (WithDirectIO, on by default, Linux): a part writer that
+//     receives writes of 256 KiB or more gathers them in a 1 MiB aligned
+//     buffer and writes it with O_DIRECT, from memory to the device
+//     without the page cache; the bytes before the file's next 4 KiB
+//     boundary, smaller writes and the last partial block at a persist go
+//     through the page cache. Persist and CloseForCommit write the buffer
+//     out before their fsync, so a recorded length covers the same bytes
+//     as without it. At most 8 writers of a backend hold a buffer at once;
+//     a filesystem that refuses O_DIRECT turns it off for the backend.
 //   - Commit renames with renameat2(RENAME_NOREPLACE) (link+unlink where the
 //     filesystem lacks it), never os.Rename, then fsyncs the directory.
 //   - Resume truncates the staging file to the recorded length; a shorter

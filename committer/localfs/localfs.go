@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/internal/vfs"
@@ -29,7 +30,28 @@ type Backend struct {
 	durable  map[string]bool // directories whose entry in their parent is durable
 	unsynced map[string]bool // directories made (or found) whose entry is not yet synced
 	syncs    chan struct{}   // bounds the background fsyncs of PersistAsync
+
+	// Direct I/O (direct.go): direct is the option, directOff is set once
+	// the filesystem refused O_DIRECT; directBufs holds the maxDirect
+	// buffers (nil until first used); directWrites counts the writes made
+	// with O_DIRECT; setDirect sets or clears O_DIRECT on a file (tests
+	// replace it).
+	direct       bool
+	directOff    atomic.Bool
+	directBufs   chan []byte
+	directWrites atomic.Int64
+	setDirect    func(f vfs.File, on bool) error
 }
+
+// Option configures a Backend.
+type Option func(*Backend)
+
+// WithDirectIO turns direct I/O of large writes on (the default) or off:
+// with it, a part writer receiving writes of 256 KiB or more writes them
+// from an aligned buffer with O_DIRECT in 1 MiB writes, bypassing the page
+// cache (see direct.go); durability is the same either way. Linux only;
+// a filesystem that refuses O_DIRECT falls back to buffered writes.
+func WithDirectIO(on bool) Option { return func(b *Backend) { b.direct = on } }
 
 // maxSyncs bounds the fsyncs that PersistAsync runs at once per backend.
 const maxSyncs = 16
@@ -39,10 +61,18 @@ var (
 	_ committer.Auditor = (*Backend)(nil)
 )
 
-// New returns a backend publishing under root. fsys is usually vfs.OS{}.
-func New(fsys vfs.FS, root string) *Backend {
-	return &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
-		syncs: make(chan struct{}, maxSyncs)}
+// New returns a backend publishing under root. fsys is usually vfs.OS{}
+// (direct I/O applies to the files of an fsys that are *os.File).
+func New(fsys vfs.FS, root string, opts ...Option) *Backend {
+	b := &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
+		syncs: make(chan struct{}, maxSyncs), direct: true, directBufs: make(chan []byte, maxDirect), setDirect: vfs.SetDirect}
+	for range maxDirect {
+		b.directBufs <- nil
+	}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
 }
 
 // Root returns the output directory.
@@ -118,7 +148,7 @@ func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter
 	if err != nil {
 		return nil, fmt.Errorf("localfs: open %s: %w", target, err)
 	}
-	return &writer{b: b, f: f, rec: r, dir: dir}, nil
+	return &writer{b: b, f: f, canDirect: vfs.CanDirect(f), rec: r, dir: dir}, nil
 }
 
 // ensureDir makes dir and its missing parents. It does not sync: every
@@ -211,7 +241,7 @@ func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (commit
 	}
 	// The file's directory entry is durable: the checkpoint that recorded it
 	// synced the directory.
-	return &writer{b: b, f: f, rec: r, dir: filepath.Dir(name), dirSynced: true}, nil
+	return &writer{b: b, f: f, canDirect: vfs.CanDirect(f), rec: r, dir: filepath.Dir(name), dirSynced: true}, nil
 }
 
 // Commit implements committer.Backend.
@@ -465,11 +495,13 @@ func (b *Backend) walk(ctx context.Context, rel string, fn func(string, fs.DirEn
 // committer.AsyncPersister. Not safe for concurrent use, except that the
 // fsync started by PersistAsync runs beside the other methods.
 type writer struct {
-	b    *Backend
-	f    vfs.File
-	rec  record
-	dir  string
-	size int64
+	b *Backend
+	f vfs.File
+	// canDirect: f is the OS's file, on which direct I/O is possible.
+	canDirect bool
+	rec       record
+	dir       string
+	size      int64
 	// hinted is how much of size has been handed to StartWriteback.
 	hinted int64
 	// closed is set by CloseForCommit and Close, on the writing goroutine.
@@ -480,6 +512,11 @@ type writer struct {
 	syncing chan struct{}
 	// bgSynced is size when Write last started an fsync.
 	bgSynced int64
+	// dbuf holds, in direct mode, the bytes gathered for the next direct
+	// write (nil in buffered mode); odirect is whether O_DIRECT is set on
+	// f.
+	dbuf    []byte
+	odirect bool
 
 	mu        sync.Mutex // guards err and dirSynced, touched by that fsync
 	err       error      // sticky: a failed write or fsync breaks the writer
@@ -503,9 +540,46 @@ func (w *writer) fail(err error) error {
 	return w.err
 }
 
+// Write implements committer.PartWriter. Large writes go through the
+// direct buffer (direct.go).
 func (w *writer) Write(p []byte) (int, error) {
 	if err := w.broken(); err != nil {
 		return 0, err
+	}
+	written := 0
+	if w.dbuf == nil && len(p) >= directMin && w.canDirect {
+		// Direct writes start at a block boundary of the file: the bytes
+		// before it go buffered.
+		if head := int(-w.Size() & (directBlock - 1)); head > 0 {
+			n, err := w.writeBuffered(p[:head])
+			if err != nil {
+				return n, err
+			}
+			written, p = n, p[head:]
+		}
+		w.startDirect()
+	}
+	var n int
+	var err error
+	if w.dbuf != nil {
+		n, err = w.writeDirect(p)
+	} else {
+		n, err = w.writeBuffered(p)
+	}
+	if err == nil && w.size-w.bgSynced >= syncEvery && !w.syncBusy() {
+		w.bgSynced = w.size
+		w.startSync()
+	}
+	return written + n, err
+}
+
+// writeBuffered writes p to the file through the page cache.
+func (w *writer) writeBuffered(p []byte) (int, error) {
+	if w.odirect {
+		if err := w.b.setDirect(w.f, false); err != nil {
+			return 0, w.fail(fmt.Errorf("localfs: write %s: turning O_DIRECT off: %w", w.b.abs(w.rec.Staging), err))
+		}
+		w.odirect = false
 	}
 	n, err := w.f.Write(p)
 	w.size += int64(n)
@@ -515,10 +589,6 @@ func (w *writer) Write(p []byte) (int, error) {
 	if w.size-w.hinted >= writebackEvery {
 		vfs.StartWriteback(w.f, w.rec.Length+w.hinted, w.size-w.hinted)
 		w.hinted = w.size
-	}
-	if w.size-w.bgSynced >= syncEvery && !w.syncBusy() {
-		w.bgSynced = w.size
-		w.startSync()
 	}
 	return n, nil
 }
@@ -582,6 +652,9 @@ func (w *writer) sync(ctx context.Context) (record, error) {
 		return record{}, err
 	}
 	w.awaitSync()
+	if err := w.endDirect(); err != nil {
+		return record{}, err
+	}
 	r := w.rec
 	r.Length = w.Size()
 	return r, w.syncData()
@@ -629,6 +702,9 @@ func (w *writer) PersistAsync(ctx context.Context) (func(context.Context) (json.
 		return nil, err
 	}
 	w.awaitSync()
+	if err := w.endDirect(); err != nil {
+		return nil, err
+	}
 	r := w.rec
 	r.Length = w.Size()
 	done, errp := w.startSync()
@@ -671,5 +747,9 @@ func (w *writer) Close() error {
 	}
 	w.closed = true
 	w.awaitSync()
-	return w.f.Close()
+	err := w.endDirect()
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
