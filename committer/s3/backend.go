@@ -347,9 +347,10 @@ type marker struct {
 }
 
 // Open implements committer.Backend. It checks that the target does not
-// exist (HEAD), claims the target by writing its upload marker with
-// If-None-Match: * (so a second Open of the same target fails, in this
-// process or another), then creates the multipart upload. Three requests.
+// exist (HEAD) while it claims the target by writing its upload marker
+// with If-None-Match: * (so a second Open of the same target fails, in
+// this process or another), then creates the multipart upload. Three
+// requests, two round trips.
 func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -361,16 +362,31 @@ func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter
 	if n := len(b.key(StagingName(target))) + len(tailInfix) + 16; n > maxKeyLen {
 		return nil, fmt.Errorf("s3: open %s: its staging keys would have %d bytes, S3 allows %d", b.url(target), n, maxKeyLen)
 	}
-	_, err := b.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &b.bucket, Key: &key}, b.call())
-	switch {
-	case err == nil:
-		return nil, alreadyExists("s3: open %s", b.url(target))
-	case !isNotFound(err):
+	// The HEAD and the marker's write run at once (one round trip less
+	// for every part file, which a roll waits for); a marker written for
+	// a target that turns out to exist is deleted again.
+	id := randHex(8)
+	headErr := make(chan error, 1)
+	go func() {
+		_, err := b.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &b.bucket, Key: &key}, b.call())
+		headErr <- err
+	}()
+	merr := b.putMarker(ctx, target, id)
+	err := <-headErr
+	if err == nil || !isNotFound(err) {
+		if merr == nil {
+			mkey := b.markerKey(target)
+			if _, derr := b.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &b.bucket, Key: &mkey}, b.call()); derr != nil {
+				b.o.log.Debug("s3: delete the upload marker of a part file not opened (left to the sweep)", "key", mkey, "err", derr)
+			}
+		}
+		if err == nil {
+			return nil, alreadyExists("s3: open %s", b.url(target))
+		}
 		return nil, fmt.Errorf("s3: open %s: %w", b.url(target), err)
 	}
-	id := randHex(8)
-	if err := b.putMarker(ctx, target, id); err != nil {
-		return nil, err
+	if merr != nil {
+		return nil, merr
 	}
 	in := &s3api.CreateMultipartUploadInput{
 		Bucket: &b.bucket, Key: &key,

@@ -1047,3 +1047,28 @@ func TestTailPolicy(t *testing.T) {
 		w.Close()
 	}
 }
+
+// TestOpenExistingLeavesNoMarker: Open writes the upload marker while it
+// checks that the target does not exist; when the target exists, the Open
+// fails with ErrAlreadyExists and the marker it wrote is deleted again.
+func TestOpenExistingLeavesNoMarker(t *testing.T) {
+	h, b := setup(t)
+	ctx := t.Context()
+	const target = "part-0-r1-1.txt"
+	if err := h.PutTarget(ctx, target, []byte("there")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Open(ctx, target); !errors.Is(err, committer.ErrAlreadyExists) {
+		t.Fatalf("Open of an existing target: %v, want ErrAlreadyExists", err)
+	}
+	if h.exists(t, b.markerKey(target)) {
+		t.Error("the upload marker of the failed Open is left behind")
+	}
+	h.wantTarget(t, target, []byte("there"))
+	// A target that does not exist still opens, with its marker.
+	w := open(t, b, "part-0-r1-2.txt")
+	if !h.exists(t, b.markerKey("part-0-r1-2.txt")) {
+		t.Error("no upload marker for an open part file")
+	}
+	w.Close()
+}
