@@ -34,10 +34,13 @@ import (
 //     same records as Go structs, snappy, to memory.
 //
 // and alternating: the sink and the encoder one after the other in each
-// iteration, with their ratio. Run with
+// iteration, with their ratio; rotating: the sink, the encoder and
+// parquet-go in turn in each iteration, with the sink's ratios to both.
+// Run with
 //
 //	go test -run '^$' -bench BenchmarkParquetSink -benchtime 1x -count 3 ./filesink/bulk/
 //	go test -run '^$' -bench BenchmarkParquetSink/alternating -benchtime 6x ./filesink/bulk/
+//	go test -run '^$' -bench BenchmarkParquetSink/rotating -benchtime 6x ./filesink/bulk/
 //
 // (each sub-benchmark first runs one untimed iteration; the sink's output
 // is measured and deleted after each iteration, outside the timing) and
@@ -224,26 +227,78 @@ func BenchmarkParquetSink(b *testing.B) {
 		b.ReportMetric(0, "ns/op")
 	})
 
+	// parquetGoOp writes rows with parquet-go's GenericWriter once, to
+	// memory, and returns its time and output size.
+	parquetGoOp := func(b *testing.B, rows []bulk.BenchRow) (time.Duration, int64) {
+		b.Helper()
+		var out countWriter
+		t0 := time.Now()
+		w := pgo.NewGenericWriter[bulk.BenchRow](&out, pgo.Compression(&pgo.Snappy))
+		for k := 0; k < len(rows); k += 1024 {
+			if _, err := w.Write(rows[k:min(k+1024, len(rows))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0), out.n
+	}
+
 	b.Run("parquet-go", func(b *testing.B) {
 		b.StopTimer()
 		rows := bulk.MakeBenchRows(n)
 		runtime.GC() // the garbage of making them is not this sub-benchmark's
 		b.StartTimer()
-		var out countWriter
+		var size int64
 		for i := -1; i < b.N; i++ {
 			warmedUp(b, i)
-			out.n = 0
-			w := pgo.NewGenericWriter[bulk.BenchRow](&out, pgo.Compression(&pgo.Snappy))
-			for k := 0; k < len(rows); k += 1024 {
-				if _, err := w.Write(rows[k:min(k+1024, len(rows))]); err != nil {
-					b.Fatal(err)
+			_, size = parquetGoOp(b, rows)
+		}
+		report(b, size)
+	})
+
+	// rotating runs the sink, the encoder alone and parquet-go one after
+	// the other in each iteration, the order rotated every iteration, and
+	// reports the ratios of the sink to the two others, each measured
+	// within seconds of it. parquet-go's rows are made before its turn and
+	// dropped after it, outside the timing, so that their millions of
+	// strings do not slow the others' garbage collections.
+	b.Run("rotating", func(b *testing.B) {
+		var sinkT, encT, pgoT time.Duration
+		for i := -1; i < b.N; i++ {
+			var s, e, p time.Duration
+			for k := range 3 {
+				switch (i + 1 + k) % 3 {
+				case 0:
+					s, _, _, _ = sinkOp(b)
+				case 1:
+					e, _ = encoderOp(b)
+				case 2:
+					b.StopTimer()
+					rows := bulk.MakeBenchRows(n)
+					runtime.GC()
+					b.StartTimer()
+					p, _ = parquetGoOp(b, rows)
+					b.StopTimer()
+					rows = nil
+					runtime.GC()
+					b.StartTimer()
 				}
 			}
-			if err := w.Close(); err != nil {
-				b.Fatal(err)
+			if i >= 0 {
+				sinkT += s
+				encT += e
+				pgoT += p
 			}
 		}
-		report(b, out.n)
+		recs := float64(n) * float64(b.N)
+		b.ReportMetric(recs/sinkT.Seconds(), "sink-records/s")
+		b.ReportMetric(recs/encT.Seconds(), "encoder-records/s")
+		b.ReportMetric(recs/pgoT.Seconds(), "parquet-go-records/s")
+		b.ReportMetric(100*encT.Seconds()/sinkT.Seconds(), "sink/encoder-%")
+		b.ReportMetric(100*pgoT.Seconds()/sinkT.Seconds(), "sink/parquet-go-%")
+		b.ReportMetric(0, "ns/op")
 	})
 }
 
