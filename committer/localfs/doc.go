@@ -25,8 +25,10 @@
 //     boundary, smaller writes and the last partial block at a persist go
 //     through the page cache. Persist and CloseForCommit write the buffer
 //     out before their fsync, so a recorded length covers the same bytes
-//     as without it. At most 8 writers of a backend hold a buffer at once;
-//     a filesystem that refuses O_DIRECT turns it off for the backend.
+//     as without it. A full buffer is written on a goroutine of its own
+//     while the writer fills a second one. At most 8 writers of a backend
+//     hold buffers at once; a filesystem that refuses O_DIRECT turns it
+//     off for the backend.
 //   - Commit renames with renameat2(RENAME_NOREPLACE) (link+unlink where the
 //     filesystem lacks it), never os.Rename, then fsyncs the directory.
 //   - Resume truncates the staging file to the recorded length; a shorter

@@ -27,7 +27,7 @@ func RefuseDirect(b *Backend) {
 
 // InDirectMode reports whether pw, a part writer of this package, is in
 // direct mode.
-func InDirectMode(pw committer.PartWriter) bool { return pw.(*writer).dbuf != nil }
+func InDirectMode(pw committer.PartWriter) bool { return pw.(*writer).dslot != nil }
 
 // MaxDirect is maxDirect.
 const MaxDirect = maxDirect

@@ -38,7 +38,7 @@ type Backend struct {
 	// replace it).
 	direct       bool
 	directOff    atomic.Bool
-	directBufs   chan []byte
+	directBufs   chan *directSlot
 	directWrites atomic.Int64
 	setDirect    func(f vfs.File, on bool) error
 }
@@ -65,7 +65,7 @@ var (
 // (direct I/O applies to the files of an fsys that are *os.File).
 func New(fsys vfs.FS, root string, opts ...Option) *Backend {
 	b := &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
-		syncs: make(chan struct{}, maxSyncs), direct: true, directBufs: make(chan []byte, maxDirect), setDirect: vfs.SetDirect}
+		syncs: make(chan struct{}, maxSyncs), direct: true, directBufs: make(chan *directSlot, maxDirect), setDirect: vfs.SetDirect}
 	for range maxDirect {
 		b.directBufs <- nil
 	}
@@ -512,10 +512,14 @@ type writer struct {
 	syncing chan struct{}
 	// bgSynced is size when Write last started an fsync.
 	bgSynced int64
-	// dbuf holds, in direct mode, the bytes gathered for the next direct
-	// write (nil in buffered mode); odirect is whether O_DIRECT is set on
-	// f.
+	// In direct mode (direct.go), dslot is the writer's pair of buffers,
+	// dbuf the one gathering the bytes of the next direct write (both nil
+	// in buffered mode), and dflight, while a direct write runs on its
+	// own goroutine, where its error comes. odirect is whether O_DIRECT is
+	// set on f (the goroutine of a direct write in flight owns it).
+	dslot   *directSlot
 	dbuf    []byte
+	dflight chan error
 	odirect bool
 
 	mu        sync.Mutex // guards err and dirSynced, touched by that fsync
