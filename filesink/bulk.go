@@ -53,6 +53,16 @@ type Lender interface {
 	Return()
 }
 
+// BatchWriter is implemented by bulk writers that take many rows at once
+// (package bulk's take an arrow.Record of their schema), for
+// Writer.WriteBatch: the rows skip the per-record parsing of Add.
+type BatchWriter interface {
+	// AddBatch appends the rows of batch and returns how many there were.
+	// A batch that does not fit the format is an error wrapping
+	// ErrBadRecord and adds nothing.
+	AddBatch(batch any) (rows int64, err error)
+}
+
 // BulkWriter encodes one bulk file. Not safe for concurrent use.
 type BulkWriter interface {
 	// Add appends one record (for the CLI, one JSON line). A record that

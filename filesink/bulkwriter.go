@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/source"
 )
 
@@ -136,6 +137,68 @@ func (l *lentPart) Write(data []byte) (int, error) {
 		return 0, err
 	}
 	return len(data), nil
+}
+
+// WriteBatch adds a batch of rows to the bulk part of bucket (a bucket
+// path, as an Assigner returns; the Writer's assigner is not asked, since
+// it reads single records). The Writer's bulk format must take batches
+// (BatchWriter: package bulk's Parquet and Arrow IPC formats take an
+// arrow.Record of their schema, which is retained until written). The rows
+// are the records origin.Num, origin.Num+1, ... of origin.Name, in order,
+// for the manifests and verify. The whole batch goes to one part file: the
+// rolling policy is asked before it, not within it. A batch that does not
+// fit the format is an error matching ErrBadRecord that names its first
+// origin; it adds nothing and leaves the Writer usable (batches never go to
+// the dead-letter output). A nil error means the rows are buffered, as
+// with Write. Not safe for concurrent use, like Write.
+func (w *Writer) WriteBatch(ctx context.Context, bucket string, batch any, origin source.Origin) error {
+	if w.bulk == nil {
+		return errors.New("filesink: WriteBatch needs a bulk format (WithBulkFormat)")
+	}
+	bpath, err := bucketing.Sanitize(bucket)
+	if err != nil {
+		return fmt.Errorf("filesink: WriteBatch: bucket %q: %w", bucket, err)
+	}
+	now := w.batchNow
+	if !w.inBatch {
+		now = w.now()
+	}
+	b := w.bucketOf(bucketKey{path: bpath})
+	if b.part != nil && w.mustRoll(b, partSize(b), 0, now) {
+		if err := w.roll(ctx, b); err != nil {
+			return err
+		}
+	}
+	if b.part == nil {
+		if err := w.openBulk(b, now); err != nil {
+			return err
+		}
+	}
+	p := b.part
+	bw, ok := p.bulk.(BatchWriter)
+	if !ok {
+		return fmt.Errorf("filesink: the %s format does not take batches (WriteBatch)", w.ext)
+	}
+	rows, err := bw.AddBatch(batch)
+	w.account(p)
+	if err != nil {
+		if errors.Is(err, ErrBadRecord) {
+			return &BadRecordError{Origin: origin.String() + " (a batch)", Err: err}
+		}
+		return fmt.Errorf("filesink: %s: %w", p.target, err)
+	}
+	p.rows += rows
+	w.recTime = time.Time{} // no event time per row
+	for i := range rows {
+		w.noteRecord(p, source.Origin{Name: origin.Name, Num: origin.Num + i})
+	}
+	p.lastWrite = now
+	if w.inBatch {
+		w.batchRecords += rows
+	} else {
+		w.stats.Records.Add(rows)
+	}
+	return w.afterBulk(ctx, b)
 }
 
 // writeBulk adds record to the bulk part of bucket key.

@@ -96,7 +96,7 @@ func WithDenseOrigins(start int64) Option { return func(w *Writer) { w.dense = &
 // Stats are running totals of a Writer, safe to read concurrently.
 type Stats struct {
 	Records    atomic.Int64 // records accepted
-	Bytes      atomic.Int64 // encoded bytes accepted (before compression); for bulk formats, the records' bytes
+	Bytes      atomic.Int64 // encoded bytes accepted (before compression); for bulk formats, the records' bytes (none for WriteBatch's batches)
 	BadRecords atomic.Int64 // records sent to the dead-letter output
 	Committed  atomic.Int64 // part files of this run published (recovery re-commits are not counted)
 }

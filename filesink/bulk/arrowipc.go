@@ -80,7 +80,10 @@ type ArrowWriter struct {
 	fw *ipc.FileWriter
 }
 
-var _ filesink.BulkWriter = (*ArrowWriter)(nil)
+var (
+	_ filesink.BulkWriter  = (*ArrowWriter)(nil)
+	_ filesink.BatchWriter = (*ArrowWriter)(nil)
+)
 
 // Flush writes the buffered rows as record batches. An error leaves the
 // file broken: later calls return it.

@@ -328,17 +328,5 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 func arrowBatches(b *testing.B, s *Schema, lines [][]byte, size int) []arrow.Record {
-	rb := array.NewRecordBuilder(memory.NewGoAllocator(), s.Arrow())
-	defer rb.Release()
-	conv := newConverter(s.root, rb.Fields())
-	var out []arrow.Record
-	for i, l := range lines {
-		if err := conv.add(l); err != nil {
-			b.Fatal(err)
-		}
-		if (i+1)%size == 0 || i == len(lines)-1 {
-			out = append(out, rb.NewRecord())
-		}
-	}
-	return out
+	return batchesOf(b, s, lines, size)
 }

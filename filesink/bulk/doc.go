@@ -21,7 +21,9 @@
 // the schema are ignored. A record that does not fit is a *FieldError,
 // which matches filesink.ErrBadRecord and names the field; it leaves
 // nothing behind (records are checked whole before anything is appended).
-// Library users can add Arrow record batches with AddArrow.
+// Library users can add Arrow record batches with AddArrow, or, through a
+// filesink.Writer, with WriteBatch (the writers implement
+// filesink.BatchWriter).
 //
 // Both input paths end in the same place: Arrow record batches, encoded by
 // Apache Arrow's pqarrow (Parquet) or ipc (Arrow IPC) writer. The choice of

@@ -1,5 +1,11 @@
 package bulk
 
+import (
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+)
+
 // Exports for the external test package (sink_bench_test.go).
 
 // BenchRow is a benchmark record as a Go value.
@@ -25,4 +31,16 @@ func MakeBenchLines(n int) (jsonl []byte, ends []int) {
 		ends[k] = cap(d.jsonl) - cap(l) + len(l)
 	}
 	return d.jsonl, ends
+}
+
+// MakeBenchBatches returns the records of MakeBenchLines as Arrow record
+// batches of size rows of schema s (the library's Arrow input).
+func MakeBenchBatches(tb testing.TB, s *Schema, jsonl []byte, ends []int, size int) []arrow.Record {
+	lines := make([][]byte, len(ends))
+	from := 0
+	for k, end := range ends {
+		lines[k] = jsonl[from:end]
+		from = end + 1
+	}
+	return batchesOf(tb, s, lines, size)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow/go/v15/arrow"
+
+	"github.com/filesink/filesink/filesink"
 )
 
 // rowFront is what the Parquet and Arrow IPC writers share in front of
@@ -51,6 +53,19 @@ func (w *rowFront) AddArrow(rec arrow.Record) error {
 		return w.flush()
 	}
 	return nil
+}
+
+// AddBatch implements filesink.BatchWriter (for filesink.Writer.WriteBatch):
+// batch must be an arrow.Record, added as with AddArrow.
+func (w *rowFront) AddBatch(batch any) (int64, error) {
+	rec, ok := batch.(arrow.Record)
+	if !ok {
+		return 0, fmt.Errorf("bulk: a batch of %s rows must be an arrow.Record, not %T: %w", w.format, batch, filesink.ErrBadRecord)
+	}
+	if err := w.AddArrow(rec); err != nil {
+		return 0, err
+	}
+	return rec.NumRows(), nil
 }
 
 // usable returns the writer's sticky error; with a pipeline it first

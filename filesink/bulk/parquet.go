@@ -143,6 +143,7 @@ type ParquetWriter struct {
 var (
 	_ filesink.BulkWriter   = (*ParquetWriter)(nil)
 	_ filesink.PendingSizer = (*ParquetWriter)(nil)
+	_ filesink.BatchWriter  = (*ParquetWriter)(nil)
 )
 
 // handOff ends the row group being built and has the pipeline encode it

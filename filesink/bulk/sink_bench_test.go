@@ -35,12 +35,16 @@ import (
 //
 // and alternating: the sink and the encoder one after the other in each
 // iteration, with their ratio; rotating: the sink, the encoder and
-// parquet-go in turn in each iteration, with the sink's ratios to both.
+// parquet-go in turn in each iteration, with the sink's ratios to both;
+// rotating-arrow: the same with the records as Arrow record batches
+// (filesink.Writer.WriteBatch), the library's input, built beforehand
+// like parquet-go's Go values.
 // Run with
 //
 //	go test -run '^$' -bench BenchmarkParquetSink -benchtime 1x -count 3 ./filesink/bulk/
 //	go test -run '^$' -bench BenchmarkParquetSink/alternating -benchtime 6x ./filesink/bulk/
 //	go test -run '^$' -bench BenchmarkParquetSink/rotating -benchtime 6x ./filesink/bulk/
+//	go test -run '^$' -bench BenchmarkParquetSink/rotating-arrow -benchtime 6x ./filesink/bulk/
 //
 // (each sub-benchmark first runs one untimed iteration; the sink's output
 // is measured and deleted after each iteration, outside the timing) and
@@ -86,12 +90,12 @@ func BenchmarkParquetSink(b *testing.B) {
 		b.ReportMetric(0, "ns/op") // one op is the whole data set
 	}
 
-	// sinkOp runs the sink over the records once and returns the time from
-	// the first Write to the end of Close, the part of it taken by the
-	// checkpoint (Prepare, Commit and Close), and the output's size and
-	// parts. The rest (making the Writer, measuring and deleting the
-	// output) runs with b's timer stopped.
-	sinkOp := func(b *testing.B) (elapsed, checkpoint time.Duration, size int64, parts int) {
+	// sinkFeedOp runs the sink over the records once, fed by feed, and
+	// returns the time from the first record to the end of Close, the part
+	// of it taken by the checkpoint (Prepare, Commit and Close), and the
+	// output's size and parts. The rest (making the Writer, measuring and
+	// deleting the output) runs with b's timer stopped.
+	sinkFeedOp := func(b *testing.B, feed func(context.Context, *filesink.Writer)) (elapsed, checkpoint time.Duration, size int64, parts int) {
 		b.Helper()
 		ctx := context.Background()
 		b.StopTimer()
@@ -103,21 +107,7 @@ func BenchmarkParquetSink(b *testing.B) {
 		}
 		b.StartTimer()
 		t0 := time.Now()
-		// In batches of pipeline.DefaultBatchSize, as pipeline.Run hands
-		// records to a sink (pipeline.Batcher).
-		from := 0
-		for k, end := range ends {
-			l := jsonl[from:end]
-			from = end + 1
-			if k%pipeline.DefaultBatchSize == 0 {
-				w.EndBatch()
-				w.BeginBatch()
-			}
-			if err := w.Write(ctx, l, source.Origin{Name: "bench", Num: int64(k + 1)}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		w.EndBatch()
+		feed(ctx, w)
 		t1 := time.Now()
 		snap, err := w.Prepare(ctx, 1, true)
 		if err != nil {
@@ -148,6 +138,27 @@ func BenchmarkParquetSink(b *testing.B) {
 		b.StartTimer()
 		// The default policy also rolls on size.
 		return t2.Sub(t0), t2.Sub(t1), size, len(snap.Committables)
+	}
+	// sinkOp: the sink on the JSON lines, in batches of
+	// pipeline.DefaultBatchSize, as pipeline.Run hands records to a sink
+	// (pipeline.Batcher).
+	sinkOp := func(b *testing.B) (elapsed, checkpoint time.Duration, size int64, parts int) {
+		b.Helper()
+		return sinkFeedOp(b, func(ctx context.Context, w *filesink.Writer) {
+			from := 0
+			for k, end := range ends {
+				l := jsonl[from:end]
+				from = end + 1
+				if k%pipeline.DefaultBatchSize == 0 {
+					w.EndBatch()
+					w.BeginBatch()
+				}
+				if err := w.Write(ctx, l, source.Origin{Name: "bench", Num: int64(k + 1)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w.EndBatch()
+		})
 	}
 	// encoderOp runs the format's writer alone over the records once, to
 	// memory, and returns its time and output size.
@@ -258,22 +269,22 @@ func BenchmarkParquetSink(b *testing.B) {
 		report(b, size)
 	})
 
-	// rotating runs the sink, the encoder alone and parquet-go one after
-	// the other in each iteration, the order rotated every iteration, and
+	// rotate runs the sink, the encoder alone and parquet-go one after the
+	// other in each iteration, the order rotated every iteration, and
 	// reports the ratios of the sink to the two others, each measured
 	// within seconds of it. parquet-go's rows are made before its turn and
 	// dropped after it, outside the timing, so that their millions of
 	// strings do not slow the others' garbage collections.
-	b.Run("rotating", func(b *testing.B) {
+	rotate := func(b *testing.B, sink, encoder func(*testing.B) time.Duration) {
 		var sinkT, encT, pgoT time.Duration
 		for i := -1; i < b.N; i++ {
 			var s, e, p time.Duration
 			for k := range 3 {
 				switch (i + 1 + k) % 3 {
 				case 0:
-					s, _, _, _ = sinkOp(b)
+					s = sink(b)
 				case 1:
-					e, _ = encoderOp(b)
+					e = encoder(b)
 				case 2:
 					b.StopTimer()
 					rows := bulk.MakeBenchRows(n)
@@ -299,6 +310,60 @@ func BenchmarkParquetSink(b *testing.B) {
 		b.ReportMetric(100*encT.Seconds()/sinkT.Seconds(), "sink/encoder-%")
 		b.ReportMetric(100*pgoT.Seconds()/sinkT.Seconds(), "sink/parquet-go-%")
 		b.ReportMetric(0, "ns/op")
+	}
+
+	// rotating: the JSON lines (the CLI's input).
+	b.Run("rotating", func(b *testing.B) {
+		rotate(b, func(b *testing.B) time.Duration {
+			t, _, _, _ := sinkOp(b)
+			return t
+		}, func(b *testing.B) time.Duration {
+			t, _ := encoderOp(b)
+			return t
+		})
+	})
+
+	// rotating-arrow: the same records as Arrow record batches of 8,192
+	// rows, built beforehand as parquet-go's Go values are (the library's
+	// input: filesink.Writer.WriteBatch; the encoder alone takes them with
+	// AddBatch).
+	b.Run("rotating-arrow", func(b *testing.B) {
+		b.StopTimer()
+		batches := bulk.MakeBenchBatches(b, schema, jsonl, ends, 8192)
+		defer func() {
+			for _, r := range batches {
+				r.Release()
+			}
+		}()
+		b.StartTimer()
+		rotate(b, func(b *testing.B) time.Duration {
+			t, _, _, _ := sinkFeedOp(b, func(ctx context.Context, w *filesink.Writer) {
+				num := int64(1)
+				for _, rec := range batches {
+					if err := w.WriteBatch(ctx, "", rec, source.Origin{Name: "bench", Num: num}); err != nil {
+						b.Fatal(err)
+					}
+					num += rec.NumRows()
+				}
+			})
+			return t
+		}, func(b *testing.B) time.Duration {
+			var out countWriter
+			t0 := time.Now()
+			w, err := format.NewWriter(&out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, rec := range batches {
+				if _, err := w.(filesink.BatchWriter).AddBatch(rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(t0)
+		})
 	})
 }
 
