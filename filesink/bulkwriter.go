@@ -159,20 +159,10 @@ func (w *Writer) WriteBatch(ctx context.Context, bucket string, batch any, origi
 	if err != nil {
 		return fmt.Errorf("filesink: WriteBatch: bucket %q: %w", bucket, err)
 	}
-	now := w.batchNow
-	if !w.inBatch {
-		now = w.now()
-	}
-	b := w.bucketOf(bucketKey{path: bpath})
-	if b.part != nil && w.mustRoll(b, partSize(b), 0, now) {
-		if err := w.roll(ctx, b); err != nil {
-			return err
-		}
-	}
-	if b.part == nil {
-		if err := w.openBulk(b, now); err != nil {
-			return err
-		}
+	now := w.recordNow()
+	b, err := w.bulkBucket(ctx, bucketKey{path: bpath}, now)
+	if err != nil {
+		return err
 	}
 	p := b.part
 	bw, ok := p.bulk.(BatchWriter)
@@ -193,29 +183,18 @@ func (w *Writer) WriteBatch(ctx context.Context, bucket string, batch any, origi
 		w.noteRecord(p, source.Origin{Name: origin.Name, Num: origin.Num + i})
 	}
 	p.lastWrite = now
-	if w.inBatch {
-		w.batchRecords += rows
-	} else {
-		w.stats.Records.Add(rows)
-	}
+	w.countN(rows, 0)
 	return w.afterBulk(ctx, b)
 }
 
 // writeBulk adds record to the bulk part of bucket key.
 func (w *Writer) writeBulk(ctx context.Context, key bucketKey, record []byte, origin source.Origin, now time.Time) error {
-	b := w.bucketOf(key)
-	if b.part != nil && w.mustRoll(b, partSize(b), 0, now) {
-		if err := w.roll(ctx, b); err != nil {
-			return err
-		}
-	}
-	if b.part == nil {
-		if err := w.openBulk(b, now); err != nil {
-			return err
-		}
+	b, err := w.bulkBucket(ctx, key, now)
+	if err != nil {
+		return err
 	}
 	p := b.part
-	err := p.bulk.Add(record)
+	err = p.bulk.Add(record)
 	w.account(p)
 	if err != nil {
 		if !errors.Is(err, ErrBadRecord) {
@@ -231,6 +210,24 @@ func (w *Writer) writeBulk(ctx context.Context, key bucketKey, record []byte, or
 	p.lastWrite = now
 	w.count(len(record))
 	return w.afterBulk(ctx, b)
+}
+
+// bulkBucket returns bucket key with a bulk part open for the next rows:
+// the part it had, or a new one when it had none or the rolling policy
+// rolled it.
+func (w *Writer) bulkBucket(ctx context.Context, key bucketKey, now time.Time) (*bucket, error) {
+	b := w.bucketOf(key)
+	if b.part != nil && w.mustRoll(b, partSize(b), 0, now) {
+		if err := w.roll(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	if b.part == nil {
+		if err := w.openBulk(b, now); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // openBulk starts a new bulk part in b. Its file is opened when the first

@@ -340,10 +340,7 @@ func (w *Writer) namespace() string { return w.prefix + "-" + strconv.Itoa(w.sub
 // to the dead-letter output when one is configured); any other error leaves
 // the Writer unusable until Restore.
 func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin) error {
-	now := w.batchNow
-	if !w.inBatch {
-		now = w.now()
-	}
+	now := w.recordNow()
 	var bpath string
 	var err error
 	if w.eventTimed != nil {
@@ -373,17 +370,29 @@ func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin)
 	return nil
 }
 
-// count adds one accepted record of n bytes to the writer's Stats: at
-// once outside a batch, at EndBatch inside one (two atomic additions per
-// record were a measurable share of the per-record cost).
-func (w *Writer) count(n int) {
+// recordNow is the processing time of the record being written: the
+// batch's (BeginBatch) inside one, else the clock's.
+func (w *Writer) recordNow() time.Time {
 	if w.inBatch {
-		w.batchRecords++
-		w.batchBytes += int64(n)
+		return w.batchNow
+	}
+	return w.now()
+}
+
+// count adds one accepted record of n bytes to the writer's Stats.
+func (w *Writer) count(n int) { w.countN(1, int64(n)) }
+
+// countN adds records accepted records of n bytes in all to the writer's
+// Stats: at once outside a batch, at EndBatch inside one (two atomic
+// additions per record were a measurable share of the per-record cost).
+func (w *Writer) countN(records, n int64) {
+	if w.inBatch {
+		w.batchRecords += records
+		w.batchBytes += n
 		return
 	}
-	w.stats.Records.Add(1)
-	w.stats.Bytes.Add(int64(n))
+	w.stats.Records.Add(records)
+	w.stats.Bytes.Add(n)
 }
 
 // publishCounts adds the records counted in the current batch to Stats.

@@ -58,13 +58,25 @@ func (b *Backend) takeDirectSlot() *directSlot {
 	}
 }
 
-// startDirect puts w in direct mode if its backend has a slot free. The
-// file's size must be block-aligned.
-func (w *writer) startDirect() {
-	if w.dslot = w.b.takeDirectSlot(); w.dslot != nil {
-		w.dslot.cur = 0
-		w.dbuf = w.dslot.bufs[0][:0]
+// startDirect puts w in direct mode if its backend has a slot free: the
+// bytes of p before the file's next block boundary are written buffered,
+// and the number of them is returned. A nil error and w.dslot nil mean w
+// stays in buffered mode.
+func (w *writer) startDirect(p []byte) (int, error) {
+	sl := w.b.takeDirectSlot()
+	if sl == nil {
+		return 0, nil
 	}
+	head := int(-w.Size() & (directBlock - 1))
+	if head > 0 {
+		if n, err := w.writeBuffered(p[:head]); err != nil {
+			w.b.directBufs <- sl
+			return n, err
+		}
+	}
+	sl.cur = 0
+	w.dslot, w.dbuf = sl, sl.bufs[0][:0]
+	return head, nil
 }
 
 // startFlight writes the full buffer dbuf with O_DIRECT on a goroutine of
@@ -116,24 +128,53 @@ func (w *writer) writeDirect(p []byte) (int, error) {
 // buffered), gives the slot back and leaves w in buffered mode. A no-op in
 // buffered mode.
 func (w *writer) endDirect() error {
-	if w.dbuf == nil {
+	if w.dslot == nil {
 		return nil
 	}
-	ferr := w.awaitFlight()
-	buf, sl := w.dbuf, w.dslot
-	w.dbuf, w.dslot = nil, nil
-	defer func() { w.b.directBufs <- sl }()
-	if ferr != nil {
-		return ferr
+	err := w.awaitFlight()
+	if err == nil {
+		err = w.broken()
 	}
-	if err := w.broken(); err != nil {
+	if err == nil {
+		whole := len(w.dbuf) &^ (directBlock - 1)
+		if err = w.writeOut(w.dbuf[:whole], true); err == nil {
+			err = w.writeOut(w.dbuf[whole:], false)
+		}
+	}
+	w.releaseDirect()
+	return err
+}
+
+// dropDirect is endDirect for a writer abandoned by Close: the bytes the
+// buffer holds are not written (no checkpoint recorded them). It returns
+// the error of the direct write in flight.
+func (w *writer) dropDirect() error {
+	if w.dslot == nil {
+		return nil
+	}
+	err := w.awaitFlight()
+	w.releaseDirect()
+	return err
+}
+
+// releaseDirect gives w's slot back (no write may be in flight) and
+// leaves w in buffered mode.
+func (w *writer) releaseDirect() {
+	w.b.directBufs <- w.dslot
+	w.dslot, w.dbuf = nil, nil
+}
+
+// setODirect sets or clears O_DIRECT on w's file. Failing to clear it
+// breaks the writer; failing to set it does not (the bytes go buffered).
+func (w *writer) setODirect(on bool) error {
+	if err := w.b.setDirect(w.f, on); err != nil {
+		if !on {
+			return w.fail(fmt.Errorf("localfs: write %s: turning O_DIRECT off: %w", w.b.abs(w.rec.Staging), err))
+		}
 		return err
 	}
-	whole := len(buf) &^ (directBlock - 1)
-	if err := w.writeOut(buf[:whole], true); err != nil {
-		return err
-	}
-	return w.writeOut(buf[whole:], false)
+	w.odirect = on
+	return nil
 }
 
 // writeOut writes b to the file, with O_DIRECT if direct (b's length and
@@ -146,14 +187,12 @@ func (w *writer) writeOut(b []byte, direct bool) error {
 		return nil
 	}
 	if direct != w.odirect {
-		if err := w.b.setDirect(w.f, direct); err != nil {
+		if err := w.setODirect(direct); err != nil {
 			if !direct {
-				return w.fail(fmt.Errorf("localfs: write %s: turning O_DIRECT off: %w", w.b.abs(w.rec.Staging), err))
+				return err
 			}
 			w.b.directOff.Store(true)
 			direct = false
-		} else {
-			w.odirect = direct
 		}
 	}
 	n, err := w.f.Write(b)
@@ -161,10 +200,9 @@ func (w *writer) writeOut(b []byte, direct bool) error {
 		// Accepted on open, refused on write (the filesystem's alignment
 		// is coarser, or it has no direct I/O): the rest goes buffered.
 		w.b.directOff.Store(true)
-		if serr := w.b.setDirect(w.f, false); serr != nil {
-			return w.fail(fmt.Errorf("localfs: write %s: turning O_DIRECT off: %w", w.b.abs(w.rec.Staging), serr))
+		if serr := w.setODirect(false); serr != nil {
+			return serr
 		}
-		w.odirect = false
 		var m int
 		m, err = w.f.Write(b[n:])
 		n += m

@@ -551,21 +551,18 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	written := 0
-	if w.dbuf == nil && len(p) >= directMin && w.canDirect {
+	if w.dslot == nil && len(p) >= directMin && w.canDirect {
 		// Direct writes start at a block boundary of the file: the bytes
 		// before it go buffered.
-		if head := int(-w.Size() & (directBlock - 1)); head > 0 {
-			n, err := w.writeBuffered(p[:head])
-			if err != nil {
-				return n, err
-			}
-			written, p = n, p[head:]
+		n, err := w.startDirect(p)
+		if err != nil {
+			return n, err
 		}
-		w.startDirect()
+		written, p = n, p[n:]
 	}
 	var n int
 	var err error
-	if w.dbuf != nil {
+	if w.dslot != nil {
 		n, err = w.writeDirect(p)
 	} else {
 		n, err = w.writeBuffered(p)
@@ -580,10 +577,9 @@ func (w *writer) Write(p []byte) (int, error) {
 // writeBuffered writes p to the file through the page cache.
 func (w *writer) writeBuffered(p []byte) (int, error) {
 	if w.odirect {
-		if err := w.b.setDirect(w.f, false); err != nil {
-			return 0, w.fail(fmt.Errorf("localfs: write %s: turning O_DIRECT off: %w", w.b.abs(w.rec.Staging), err))
+		if err := w.setODirect(false); err != nil {
+			return 0, err
 		}
-		w.odirect = false
 	}
 	n, err := w.f.Write(p)
 	w.size += int64(n)
@@ -751,7 +747,7 @@ func (w *writer) Close() error {
 	}
 	w.closed = true
 	w.awaitSync()
-	err := w.endDirect()
+	err := w.dropDirect()
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}

@@ -89,15 +89,7 @@ func TestWriteBatch(t *testing.T) {
 			if got := w.Stats().Records.Load(); got != int64(len(recs)) {
 				t.Errorf("Stats.Records = %d, want %d", got, len(recs))
 			}
-			snap, err := w.Prepare(ctx, 1, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range snap.Committables {
-				if err := w.Commit(ctx, c); err != nil {
-					t.Fatal(err)
-				}
-			}
+			commitFinal(t, w)
 			files, err := filepath.Glob(filepath.Join(root, "day=1", "part-*"))
 			if err != nil || len(files) != 1 {
 				t.Fatalf("parts in day=1: %v, %v; want one", files, err)

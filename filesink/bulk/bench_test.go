@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/klauspost/compress/gzip"
@@ -195,7 +194,7 @@ func BenchmarkEncode(b *testing.B) {
 	})
 
 	// The Arrow input path: record batches of 64Ki rows, built beforehand.
-	batches := arrowBatches(b, schema, d.lines, 65536)
+	batches := batchesOf(b, schema, d.lines, 65536)
 	for _, dict := range []Dictionary{DictAuto, DictOff} {
 		b.Run("arrow-pqarrow/dict="+string(dict), func(b *testing.B) {
 			f, _ := Parquet(schema, Options{Dictionary: dict})
@@ -325,8 +324,4 @@ func BenchmarkEncode(b *testing.B) {
 		}
 		report(b, n, int64(len(d.jsonl)))
 	})
-}
-
-func arrowBatches(b *testing.B, s *Schema, lines [][]byte, size int) []arrow.Record {
-	return batchesOf(b, s, lines, size)
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/apache/arrow/go/v15/parquet/file"
 	"github.com/apache/arrow/go/v15/parquet/pqarrow"
+
+	"github.com/filesink/filesink/filesink"
 )
 
 func loadSchema(t testing.TB, name string) *Schema {
@@ -408,3 +410,18 @@ func genRecords(n int, seed uint64) [][]byte {
 }
 
 func getenv(k string) string { return os.Getenv(k) }
+
+// commitFinal takes w's final checkpoint (Prepare) and commits its parts.
+func commitFinal(t testing.TB, w *filesink.Writer) {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := w.Prepare(ctx, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range snap.Committables {
+		if err := w.Commit(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -56,15 +56,7 @@ func testParquetPartSizes(t *testing.T, sequential bool) {
 		}
 		from = end + 1
 	}
-	snap, err := w.Prepare(ctx, 1, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range snap.Committables {
-		if err := w.Commit(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commitFinal(t, w)
 	var sizes []int64
 	var rows int64
 	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
