@@ -21,16 +21,15 @@ import (
 // batchesOf converts JSON records to Arrow record batches of size rows.
 func batchesOf(t testing.TB, s *Schema, recs [][]byte, size int) []arrow.Record {
 	t.Helper()
-	rb := array.NewRecordBuilder(memory.NewGoAllocator(), s.Arrow())
-	defer rb.Release()
-	conv := newConverter(s.root, rb.Fields())
+	conv := newConverter(s, memory.NewGoAllocator())
+	defer conv.release()
 	var out []arrow.Record
 	for i, r := range recs {
 		if err := conv.add(r); err != nil {
 			t.Fatal(err)
 		}
 		if (i+1)%size == 0 || i == len(recs)-1 {
-			out = append(out, rb.NewRecord())
+			out = append(out, conv.record())
 		}
 	}
 	return out

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -177,18 +176,17 @@ func BenchmarkEncode(b *testing.B) {
 	// The JSON -> Arrow conversion alone (builders, no encoding).
 	b.Run("json-to-arrow-only", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			rb := array.NewRecordBuilder(memory.NewGoAllocator(), schema.Arrow())
-			conv := newConverter(schema.root, rb.Fields())
+			conv := newConverter(schema, memory.NewGoAllocator())
 			for k, l := range d.lines {
 				if err := conv.add(l); err != nil {
 					b.Fatal(err)
 				}
 				if k%65536 == 65535 {
-					rb.NewRecord().Release()
+					conv.record().Release()
 				}
 			}
-			rb.NewRecord().Release()
-			rb.Release()
+			conv.record().Release()
+			conv.release()
 		}
 		report(b, n, 0)
 	})

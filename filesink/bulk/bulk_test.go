@@ -370,15 +370,14 @@ func TestAddArrow(t *testing.T) {
 	recs := genRecords(600, 5)
 	// A batch of records 150..299, built with Arrow builders as a library
 	// user would (here with a converter of its own).
-	rb := array.NewRecordBuilder(memory.DefaultAllocator, s.Arrow())
-	defer rb.Release()
-	conv := newConverter(s.root, rb.Fields())
+	conv := newConverter(s, memory.DefaultAllocator)
+	defer conv.release()
 	for _, r := range recs[150:300] {
 		if err := conv.add(r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	batch := rb.NewRecord()
+	batch := conv.record()
 	defer batch.Release()
 	other := array.NewRecord(arrow.NewSchema(s.Arrow().Fields()[:1], nil), []arrow.Array{batch.Column(0)}, batch.NumRows())
 	defer other.Release()

@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/decimal128"
+	"github.com/apache/arrow/go/v15/arrow/memory"
 )
 
 // The JSON → Arrow converter.
@@ -44,11 +46,15 @@ type slot struct {
 	s0, s1    int // string/binary bytes; for nested nodes the raw JSON span
 }
 
-// converter appends JSON records to the builders of a schema's top-level
-// fields. Not safe for concurrent use.
+// converter appends JSON records to the columns of a schema's top-level
+// fields: flat columns for scalar fields, Arrow builders for lists and
+// structs. Not safe for concurrent use.
 type converter struct {
 	root    *node
-	bs      []array.Builder
+	schema  *arrow.Schema
+	rb      *array.RecordBuilder // the builders of nested fields (flat fields' stay empty)
+	flat    []*flatCol           // per field; nil for nested ones
+	rows    int                  // rows converted since the last record
 	slots   []slot
 	scratch []byte
 	// per nesting depth, reused: which struct children were seen (check
@@ -57,13 +63,65 @@ type converter struct {
 	spans [][][2]int
 	p     parser
 	tmp   []byte // unescaped base64 text
-	// bytes appended since the last reset, approximately (values and
-	// offsets, not capacity): for row-group sizing.
-	size int64
 }
 
-func newConverter(root *node, bs []array.Builder) *converter {
-	return &converter{root: root, bs: bs, slots: make([]slot, len(root.fields))}
+// newConverter returns a converter for records of s, whose columns
+// allocate from mem. Release it when done.
+func newConverter(s *Schema, mem memory.Allocator) *converter {
+	c := &converter{root: s.root, schema: s.arrow, rb: array.NewRecordBuilder(mem, s.arrow), slots: make([]slot, len(s.root.fields))}
+	c.flat = make([]*flatCol, len(s.root.fields))
+	for i, n := range s.root.fields {
+		if n.kind < kList {
+			c.flat[i] = newFlatCol(n, mem)
+		}
+	}
+	return c
+}
+
+// record moves the rows converted since the last call into a record
+// batch, which the caller releases.
+func (c *converter) record() arrow.Record {
+	cols := make([]arrow.Array, len(c.flat))
+	for i, f := range c.flat {
+		if f != nil {
+			cols[i] = f.newArray()
+		} else {
+			cols[i] = c.rb.Field(i).NewArray()
+		}
+	}
+	rec := array.NewRecord(c.schema, cols, int64(c.rows))
+	for _, a := range cols {
+		a.Release()
+	}
+	c.rows = 0
+	return rec
+}
+
+// lens is field i's column length in rows, and in data bytes for a flat
+// string or binary column.
+func (c *converter) lens(i int) (rows, data int) {
+	if f := c.flat[i]; f != nil {
+		return f.n, f.dlen
+	}
+	return c.rb.Field(i).Len(), 0
+}
+
+// reserve makes room in field i's column for rows rows (and data bytes of
+// a flat string or binary column). Nested columns are left to grow.
+func (c *converter) reserve(i, rows, data int) {
+	if f := c.flat[i]; f != nil {
+		f.reserve(rows, data)
+	}
+}
+
+// release frees the columns' memory.
+func (c *converter) release() {
+	for _, f := range c.flat {
+		if f != nil {
+			f.release()
+		}
+	}
+	c.rb.Release()
 }
 
 type parser struct {
@@ -194,18 +252,25 @@ func (c *converter) add(rec []byte) error {
 	// Append phase: cannot fail.
 	for i, n := range root.fields {
 		sl := &c.slots[i]
-		b := c.bs[i]
-		switch {
-		case sl.state != slotValue:
-			b.AppendNull()
-			c.size++
-		case n.kind < kList:
-			c.appendSlot(b, n, sl, rec)
-		default:
-			sub := parser{b: rec, i: sl.s0}
-			_ = c.value(&sub, n, b, 1) // checked above
+		if f := c.flat[i]; f != nil {
+			if sl.state != slotValue {
+				f.appendNull()
+			} else if sl.inScratch {
+				f.appendSlot(sl, c.scratch)
+			} else {
+				f.appendSlot(sl, rec)
+			}
+			continue
 		}
+		b := c.rb.Field(i)
+		if sl.state != slotValue {
+			b.AppendNull()
+			continue
+		}
+		sub := parser{b: rec, i: sl.s0}
+		_ = c.value(&sub, n, b, 1) // checked above
 	}
+	c.rows++
 	return nil
 }
 

@@ -35,7 +35,6 @@ func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error 
 		if b != nil {
 			if sl.state == slotNull {
 				b.AppendNull()
-				c.size++
 			} else {
 				c.appendSlot(b, n, &sl, p.b)
 			}
@@ -52,7 +51,6 @@ func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error 
 		}
 		if b != nil {
 			b.AppendNull()
-			c.size++
 		}
 		return nil
 	}
@@ -66,7 +64,6 @@ func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error 
 			lb := b.(*array.ListBuilder)
 			lb.Append(true)
 			vb = lb.ValueBuilder()
-			c.size += 5
 		}
 		p.i++
 		p.ws()
@@ -176,12 +173,10 @@ func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error 
 		}
 		sb := b.(*array.StructBuilder)
 		sb.Append(true)
-		c.size++
 		for i, f := range n.fields {
 			fb := sb.FieldBuilder(i)
 			if !seen[i] {
 				fb.AppendNull()
-				c.size++
 				continue
 			}
 			sub := parser{b: p.b, i: spans[i][0]}
@@ -201,19 +196,14 @@ func (c *converter) appendSlot(b array.Builder, n *node, sl *slot, rec []byte) {
 	switch n.kind {
 	case kInt32:
 		b.(*array.Int32Builder).Append(int32(sl.i))
-		c.size += 4
 	case kInt64:
 		b.(*array.Int64Builder).Append(sl.i)
-		c.size += 8
 	case kFloat32:
 		b.(*array.Float32Builder).Append(float32(sl.f))
-		c.size += 4
 	case kFloat64:
 		b.(*array.Float64Builder).Append(sl.f)
-		c.size += 8
 	case kBool:
 		b.(*array.BooleanBuilder).Append(sl.i != 0)
-		c.size++
 	case kString, kBinary:
 		src := rec
 		if sl.inScratch {
@@ -225,16 +215,12 @@ func (c *converter) appendSlot(b array.Builder, n *node, sl *slot, rec []byte) {
 		} else {
 			b.(*array.BinaryBuilder).Append(v)
 		}
-		c.size += int64(len(v)) + 4
 	case kTimestamp:
 		b.(*array.TimestampBuilder).Append(arrow.Timestamp(sl.i))
-		c.size += 8
 	case kDate:
 		b.(*array.Date32Builder).Append(arrow.Date32(sl.i))
-		c.size += 4
 	case kDecimal:
 		b.(*array.Decimal128Builder).Append(sl.dec)
-		c.size += 16
 	}
 }
 

@@ -3,7 +3,6 @@ package bulk
 import (
 	"testing"
 
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 )
 
@@ -12,9 +11,8 @@ import (
 func BenchmarkConvert(b *testing.B) {
 	d := makeBenchData(1000)
 	s, _ := ParseSchema([]byte(benchSchemaDoc))
-	rb := array.NewRecordBuilder(memory.NewGoAllocator(), s.Arrow())
-	defer rb.Release()
-	conv := newConverter(s.root, rb.Fields())
+	conv := newConverter(s, memory.NewGoAllocator())
+	defer conv.release()
 	b.SetBytes(int64(len(d.jsonl) / len(d.lines)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -23,7 +21,7 @@ func BenchmarkConvert(b *testing.B) {
 			b.Fatal(err)
 		}
 		if i%65536 == 65535 {
-			rb.NewRecord().Release()
+			conv.record().Release()
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/filesink/filesink/filesink"
 )
@@ -127,15 +126,14 @@ func writeCase(t *testing.T, f *ParquetFormat, s *Schema, c pipelineCase, recs [
 	}
 	var batch arrow.Record
 	if c.arrowN > 0 {
-		rb := array.NewRecordBuilder(memory.DefaultAllocator, s.Arrow())
-		conv := newConverter(s.root, rb.Fields())
+		conv := newConverter(s, memory.DefaultAllocator)
 		for _, r := range recs[c.arrowAt : c.arrowAt+c.arrowN] {
 			if err := conv.add(r); err != nil {
 				t.Fatal(err)
 			}
 		}
-		batch = rb.NewRecord()
-		rb.Release()
+		batch = conv.record()
+		conv.release()
 		defer batch.Release()
 	}
 	for i := 0; i < len(recs); i++ {

@@ -3,9 +3,9 @@ package bulk
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/apache/arrow/go/v15/arrow/util"
 	"github.com/filesink/filesink/filesink"
@@ -14,16 +14,17 @@ import (
 var errClosed = errors.New("bulk: writer is closed")
 
 // rowBuffer holds the rows of the row group being built: JSON records in
-// Arrow builders, and record batches (cut from the builders, or added by
+// the converter's columns, and record batches (cut from the columns, or added by
 // AddArrow) waiting for the next flush, in order. Not safe for concurrent
 // use.
 type rowBuffer struct {
 	schema       *Schema
 	opts         Options
 	mem          *countingAllocator
-	rb           *array.RecordBuilder
 	conv         *converter
-	rows         int // rows in the builders
+	rows         int   // rows in the converter's columns
+	text         int64 // bytes of the JSON records of those rows
+	maxText      int64 // text at most before a cut: math.MaxInt32 (tests lower it)
 	pending      []arrow.Record
 	pendingRows  int64
 	foreignBytes int64 // bytes of pending AddArrow batches (not allocated by mem)
@@ -31,8 +32,8 @@ type rowBuffer struct {
 	// taken is what mem counts for the batches handed to the encoding
 	// goroutine (take) and not yet released (untake).
 	taken int64
-	// hints are the top-level builders' lengths (rows, and value bytes
-	// of string and binary builders) when the last row group was cut: the
+	// hints are the top-level columns' lengths (rows, and data bytes of
+	// string and binary columns) when the last row group was cut: the
 	// next row group reserves them up front instead of regrowing.
 	hints []sizeHint
 }
@@ -41,17 +42,24 @@ type sizeHint struct{ rows, data int }
 
 func newRowBuffer(s *Schema, opts Options) *rowBuffer {
 	mem := &countingAllocator{mem: memory.NewGoAllocator()}
-	rb := array.NewRecordBuilder(mem, s.arrow)
-	return &rowBuffer{schema: s, opts: opts, mem: mem, rb: rb, conv: newConverter(s.root, rb.Fields())}
+	return &rowBuffer{schema: s, opts: opts, mem: mem, conv: newConverter(s, mem), maxText: math.MaxInt32}
 }
 
 func (r *rowBuffer) add(rec []byte) error {
 	if r.rows == 0 && r.hints != nil {
 		r.reserve()
 	}
+	// A string or binary column holds at most the JSON bytes converted
+	// since the last cut (values unescaped or decoded are no longer than
+	// their text): cutting before they reach 2 GiB keeps its int32 offsets
+	// from overflowing.
+	if r.rows > 0 && r.text+int64(len(rec)) > r.maxText {
+		r.cut()
+	}
 	if err := r.conv.add(rec); err != nil {
 		return err
 	}
+	r.text += int64(len(rec))
 	r.rows++
 	r.total++
 	return nil
@@ -78,45 +86,34 @@ func (r *rowBuffer) addArrow(rec arrow.Record) error {
 	return nil
 }
 
-// cut moves the builders' rows into a pending record batch.
+// cut moves the columns' rows into a pending record batch.
 func (r *rowBuffer) cut() {
 	if r.rows == 0 {
 		return
 	}
 	if r.hints == nil {
-		r.hints = make([]sizeHint, len(r.rb.Fields()))
+		r.hints = make([]sizeHint, len(r.schema.root.fields))
 	}
-	for i, b := range r.rb.Fields() {
-		h := sizeHint{rows: b.Len()}
-		if bb, ok := b.(binaryLike); ok {
-			h.data = bb.DataLen()
-		}
-		r.hints[i] = h
+	for i := range r.hints {
+		rows, data := r.conv.lens(i)
+		r.hints[i] = sizeHint{rows: rows, data: data}
 	}
-	rec := r.rb.NewRecord()
-	r.pending = append(r.pending, rec)
+	r.pending = append(r.pending, r.conv.record())
 	r.pendingRows += int64(r.rows)
-	r.rows = 0
-	r.conv.size = 0
+	r.rows, r.text = 0, 0
 }
 
 // valueWidth bounds the bytes a builder of a flat kind takes a value
 // (besides string and binary data, and the validity bit).
 var valueWidth = [...]int64{kInt32: 4, kInt64: 8, kFloat32: 4, kFloat64: 8, kBool: 1, kString: 4, kBinary: 4, kTimestamp: 8, kDate: 4, kDecimal: 16}
 
-type binaryLike interface {
-	DataLen() int
-	ReserveData(int)
-}
-
-// reserve sizes the empty builders of flat columns for a row group like
-// the last one, saving the copies (and garbage) of regrowing them value by
-// value.
+// reserve sizes the empty flat columns for a row group like the last one,
+// saving the copies (and garbage) of regrowing them value by value.
 func (r *rowBuffer) reserve() {
 	hints := r.hints
 	r.hints = nil // once per row group
 	limit := r.opts.RowGroupBytes
-	for i, b := range r.rb.Fields() {
+	for i := range hints {
 		if r.schema.root.fields[i].kind >= kList {
 			continue // nested: regrown as before
 		}
@@ -128,10 +125,10 @@ func (r *rowBuffer) reserve() {
 		// rounded up to a power of two, as Reserve would: that memory
 		// would count towards the row group's size unused).
 		//
-		// A row group ends when the builders' memory reaches
+		// A row group ends when the columns' memory reaches
 		// RowGroupBytes; reserving must not get there by itself, or the
 		// next row would end a row group of one row. cost bounds what
-		// Resize allocates (a value or offset and the validity bit, with
+		// reserving allocates (a value or offset and the validity bit, with
 		// room for rounding); reserving stops at three quarters of the
 		// limit.
 		rows, data := h.rows+h.rows/16, h.data+h.data/16
@@ -139,10 +136,7 @@ func (r *rowBuffer) reserve() {
 		if limit > 0 && r.building()+cost >= limit/4*3 {
 			continue
 		}
-		b.Resize(rows)
-		if bb, ok := b.(binaryLike); ok && data > 0 {
-			bb.ReserveData(data)
-		}
+		r.conv.reserve(i, rows, data)
 	}
 }
 
@@ -158,7 +152,7 @@ func (r *rowBuffer) releasePending() {
 
 // take hands the pending batches over (to be encoded on another
 // goroutine) and returns what mem counts for them and the bytes of the
-// AddArrow batches among them. The builders hold nothing after cut, so
+// AddArrow batches among them. The columns hold nothing after cut, so
 // everything mem counts but what was taken before is the batches'.
 func (r *rowBuffer) take() (recs []arrow.Record, mem, foreign int64) {
 	recs = r.pending
@@ -183,7 +177,7 @@ func (r *rowBuffer) untake(recs []arrow.Record, mem int64) {
 // included.
 func (r *rowBuffer) buffered() int64 { return r.mem.n.Load() + r.foreignBytes }
 
-// building is the memory of the row group being built: builders and
+// building is the memory of the row group being built: columns and
 // pending batches, not the batches taken.
 func (r *rowBuffer) building() int64 { return r.mem.n.Load() - r.taken + r.foreignBytes }
 
@@ -197,5 +191,5 @@ func (r *rowBuffer) full() bool {
 
 func (r *rowBuffer) release() {
 	r.releasePending()
-	r.rb.Release()
+	r.conv.release()
 }

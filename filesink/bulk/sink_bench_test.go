@@ -25,7 +25,7 @@ import (
 // BenchmarkParquetSink is the sink benchmark of issue 5: records/s of the
 // whole Parquet file sink (a filesink.Writer with WithBulkFormat(Parquet,
 // snappy, default options) over committer/localfs in a temporary
-// directory, one bucket, one checkpoint at the end whose parts are
+// directory (BENCH_DIRECT_IO=1: with direct I/O), one bucket, one checkpoint at the end whose parts are
 // committed; the default rolling policy rolls the part on size too) on the 1,000,000 ten-field JSON records of BenchmarkEncode
 // (BENCH_RECORDS overrides the count), beside, in the same run:
 //
@@ -100,7 +100,7 @@ func BenchmarkParquetSink(b *testing.B) {
 		ctx := context.Background()
 		b.StopTimer()
 		root := b.TempDir()
-		be := localfs.New(vfs.OS{}, root)
+		be := localfs.New(vfs.OS{}, root, localfs.WithDirectIO(os.Getenv("BENCH_DIRECT_IO") == "1"))
 		w, err := filesink.New(be, 0, filesink.WithBulkFormat(format))
 		if err != nil {
 			b.Fatal(err)
