@@ -91,7 +91,7 @@ func TestChaosKill9(t *testing.T) {
 		},
 		{
 			name: "zstd-field-p2",
-			args: []string{"--bucket", "field:key", "--compression", "zstd", "--parallelism", "2", "--part-size", "64KiB"},
+			args: []string{"--bucket", "field:key", "--compression", "zstd", "--parallelism", "2", "--part-size", "64KiB", "--direct-io"},
 			ext:  ".jsonl.zst", parallelism: 2,
 			bucket: func(r genRecord) (string, error) { return r.Key, nil },
 		},
@@ -119,7 +119,8 @@ func TestChaosKill9(t *testing.T) {
 			// visible file must be a complete Parquet file (fileLines reads
 			// it with pqarrow; PAR1 at both ends), never a truncated one.
 			name: "parquet-field-p2",
-			args: []string{"--format", "parquet", "--schema", schema, "--bucket", "field:key", "--parallelism", "2", "--part-size", "1MiB"},
+			// With direct I/O (off by default), whose buffered bytes a kill loses.
+			args: []string{"--format", "parquet", "--schema", schema, "--bucket", "field:key", "--parallelism", "2", "--part-size", "1MiB", "--direct-io"},
 			ext:  ".parquet", parallelism: 2,
 			bucket: func(r genRecord) (string, error) { return r.Key, nil },
 		},

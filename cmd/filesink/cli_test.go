@@ -773,7 +773,7 @@ func TestSIGTERMStdin(t *testing.T) {
 	}
 }
 
-// TestRunDirectIOFlag: --direct-io on (the default) and off write the same
+// TestRunDirectIOFlag: --direct-io on and off (the default) write the same
 // records (the local backend's tests check the O_DIRECT writes
 // themselves); it is refused with an S3 sink.
 func TestRunDirectIOFlag(t *testing.T) {

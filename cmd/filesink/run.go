@@ -142,7 +142,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	fs.BoolVar(&f.rollOnCheckpoint, "roll-on-checkpoint", false, "roll every part file at every checkpoint")
 	fs.IntVar(&f.parallelism, "parallelism", 1, "number of sink subtasks (keep it the same across restarts)")
 	fs.StringVar(&f.prefix, "prefix", "part", "part file name prefix")
-	fs.BoolVar(&f.directIO, "direct-io", true, "local sinks: write large part-file writes with O_DIRECT (Linux), bypassing the page cache; false: through the page cache "+
+	fs.BoolVar(&f.directIO, "direct-io", false, "local sinks: write large part-file writes with O_DIRECT (Linux), bypassing the page cache, instead of through it "+
 		"(a filesystem without direct I/O falls back by itself; fsync makes parts durable either way)")
 	fs.StringVar(&f.budget, "buffer-budget", "64MiB", "memory for buffered records across all open buckets (with parquet/arrow: the encoders' row groups)")
 	fs.StringVar(&f.memLimit, "memory-limit", "auto", "soft limit of the Go heap (GC target): auto (6 x --buffer-budget with parquet/arrow, whose encoders hold "+

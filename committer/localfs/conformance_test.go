@@ -30,6 +30,11 @@ func TestConformance(t *testing.T) {
 			return &fsHarness{fsys: vfs.OS{}, root: t.TempDir()}
 		})
 	})
+	t.Run("OS/direct-io", func(t *testing.T) {
+		committertest.RunConformanceTests(t, func(t *testing.T) committertest.Harness {
+			return &fsHarness{fsys: vfs.OS{}, root: t.TempDir(), opts: []localfs.Option{localfs.WithDirectIO(true)}}
+		})
+	})
 	t.Run("crashfs/synced", func(t *testing.T) {
 		committertest.RunConformanceTests(t, func(t *testing.T) committertest.Harness {
 			m := crashfs.New()
@@ -53,6 +58,7 @@ func TestConformance(t *testing.T) {
 type fsHarness struct {
 	fsys  vfs.FS
 	root  string
+	opts  []localfs.Option
 	crash *crashState // nil: the file system cannot simulate a power loss
 }
 
@@ -63,7 +69,7 @@ type crashState struct {
 	seed   *int64 // the next seed, shared by a case's clones
 }
 
-func (h *fsHarness) Backend() committer.Backend { return localfs.New(h.fsys, h.root) }
+func (h *fsHarness) Backend() committer.Backend { return localfs.New(h.fsys, h.root, h.opts...) }
 
 func (h *fsHarness) abs(rel string) string { return filepath.Join(h.root, filepath.FromSlash(rel)) }
 

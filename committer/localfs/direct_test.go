@@ -73,7 +73,7 @@ func TestDirectIO(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	supported := directSupported(t, dir)
-	b := localfs.New(vfs.OS{}, dir)
+	b := localfs.New(vfs.OS{}, dir, localfs.WithDirectIO(true))
 	r := rand.New(rand.NewPCG(1, 2))
 	const target = "a/part-0.bin"
 	staging := filepath.Join(dir, filepath.FromSlash(localfs.StagingName(target)))
@@ -145,7 +145,7 @@ func TestDirectIO(t *testing.T) {
 func TestDirectIORefused(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	b := localfs.New(vfs.OS{}, dir)
+	b := localfs.New(vfs.OS{}, dir, localfs.WithDirectIO(true))
 	localfs.RefuseDirect(b)
 	r := rand.New(rand.NewPCG(3, 4))
 	pw, err := b.Open(ctx, "part-0.bin")
@@ -182,7 +182,7 @@ func TestDirectIORefused(t *testing.T) {
 
 // TestDirectIOBound: at most MaxDirect writers of a backend are in direct
 // mode at once; a buffer freed by a close goes to the next large write;
-// WithDirectIO(false) keeps every writer buffered.
+// WithDirectIO(false), the default, keeps every writer buffered.
 func TestDirectIOBound(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -191,8 +191,9 @@ func TestDirectIOBound(t *testing.T) {
 		t.Logf("the filesystem of %s refuses O_DIRECT: checking only that nothing is direct", dir)
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, on := range []bool{true, false} {
-		b := localfs.New(vfs.OS{}, filepath.Join(dir, strconv.FormatBool(on)), localfs.WithDirectIO(on))
+	for k, opts := range [][]localfs.Option{{localfs.WithDirectIO(true)}, {localfs.WithDirectIO(false)}, nil} {
+		on := k == 0
+		b := localfs.New(vfs.OS{}, filepath.Join(dir, strconv.Itoa(k)), opts...)
 		var pws []committer.PartWriter
 		direct := 0
 		for i := range localfs.MaxDirect + 3 {
@@ -211,7 +212,7 @@ func TestDirectIOBound(t *testing.T) {
 			want = localfs.MaxDirect
 		}
 		if direct != want {
-			t.Errorf("direct I/O %v: %d writers in direct mode, want %d", on, direct, want)
+			t.Errorf("options %d (direct I/O %v): %d writers in direct mode, want %d", k, on, direct, want)
 		}
 		last := pws[len(pws)-1]
 		if on && supported {

@@ -18,7 +18,7 @@
 //     its own, so that a checkpoint's fsync has little left to do. These
 //     early fsyncs promise nothing (only a checkpoint's length counts), but
 //     their failure breaks the writer too.
-//   - Direct I/O (WithDirectIO, on by default, Linux): a part writer that
+//   - Direct I/O (WithDirectIO, off by default, Linux): a part writer that
 //     receives writes of 256 KiB or more gathers them in a 1 MiB aligned
 //     buffer and writes it with O_DIRECT, from memory to the device
 //     without the page cache; the bytes before the file's next 4 KiB

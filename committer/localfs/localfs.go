@@ -46,11 +46,17 @@ type Backend struct {
 // Option configures a Backend.
 type Option func(*Backend)
 
-// WithDirectIO turns direct I/O of large writes on (the default) or off:
+// WithDirectIO turns direct I/O of large writes on or off (the default):
 // with it, a part writer receiving writes of 256 KiB or more writes them
 // from an aligned buffer with O_DIRECT in 1 MiB writes, bypassing the page
 // cache (see direct.go); durability is the same either way. Linux only;
 // a filesystem that refuses O_DIRECT falls back to buffered writes.
+//
+// It is off by default: a direct write of a full buffer runs on a goroutine
+// of its own, which waits for a free CPU when the writer's caller keeps
+// every CPU busy (as a Parquet sink does on two cores), and the writer
+// then waits for it; buffered writes cost a copy and never wait
+// (BENCHMARKS.md). It pays where the page cache is what is scarce.
 func WithDirectIO(on bool) Option { return func(b *Backend) { b.direct = on } }
 
 // maxSyncs bounds the fsyncs that PersistAsync runs at once per backend.
@@ -65,7 +71,7 @@ var (
 // (direct I/O applies to the files of an fsys that are *os.File).
 func New(fsys vfs.FS, root string, opts ...Option) *Backend {
 	b := &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
-		syncs: make(chan struct{}, maxSyncs), direct: true, directBufs: make(chan *directSlot, maxDirect), setDirect: vfs.SetDirect}
+		syncs: make(chan struct{}, maxSyncs), directBufs: make(chan *directSlot, maxDirect), setDirect: vfs.SetDirect}
 	for range maxDirect {
 		b.directBufs <- nil
 	}
