@@ -37,9 +37,11 @@ type PendingSizer interface {
 // I/O goroutine: the bytes are copied once less, and the calling goroutine
 // (usually the busiest) spends no time on them.
 type Lender interface {
-	// Lend returns a writer of the part file that one goroutine, other
-	// than the caller's, may use until Return; or nil when the part cannot
-	// be lent (its file is not open yet): the BulkWriter then goes on
+	// Lend returns a writer of the part file that the BulkWriter may use
+	// until Return from any goroutine (another than the caller's, or the
+	// caller's while it waits for the other), one call at a time, the
+	// calls ordered by synchronization; or nil when the part cannot be
+	// lent (its file is not open yet): the BulkWriter then goes on
 	// writing to w. Bytes written to w before Lend come first in the file.
 	// Until Return the BulkWriter must not call w's Write. Lend and Return
 	// are called on the goroutine that calls the BulkWriter's methods, and

@@ -23,7 +23,11 @@ import (
 // filesink.Lender (a filesink.Writer's part file) that lends its file for
 // the encode, the encoding goroutine instead writes each full chunk, and
 // the last at the end of the encode, to the lent writer itself: the caller
-// never touches those bytes. At most one row group is encoded at a time:
+// never touches those bytes, until it has nothing else to do: once it
+// waits for the encode to end (its next row group is full, or Flush), it
+// claims the chunks, and the encoding goroutine queues them from then on
+// for the waiting caller to write to the lent writer, on a CPU the encode
+// does not need. At most one row group is encoded at a time:
 // ending another one first waits for the previous encode.
 //
 // Flush and Close encode on the caller's goroutine, after waiting for the
@@ -56,6 +60,16 @@ type spool struct {
 	// by the caller during the encode: they are in the file already).
 	lent  io.Writer
 	lentN atomic.Int64
+	// claimed is set by the caller when it starts waiting for the encode
+	// in flight (and cleared after it ended): from the next full chunk on,
+	// the encoding goroutine queues chunks and wakes the caller (kick)
+	// instead of writing them to lent, and leaves the last one to the
+	// caller.
+	claimed atomic.Bool
+	kick    chan struct{}
+	// claimedN counts the bytes the caller wrote to lent writers (for
+	// tests). Caller's goroutine only.
+	claimedN int64
 
 	// cur is written by the encoding goroutine at every Write while an
 	// encode is in flight and read by the caller after it ended. It has
@@ -81,11 +95,18 @@ func (s *spool) Write(b []byte) (int, error) {
 	n := len(b)
 	for len(b) > 0 {
 		if len(s.cur) == cap(s.cur) {
-			if s.lent != nil && s.cur != nil {
+			switch {
+			case s.lent != nil && s.cur != nil && !s.claimed.Load():
 				if err := s.writeLent(); err != nil {
 					return n - len(b), err
 				}
-			} else {
+			case s.lent != nil && s.cur != nil:
+				s.next()
+				select {
+				case s.kick <- struct{}{}:
+				default:
+				}
+			default:
 				s.next()
 			}
 		}
@@ -127,7 +148,10 @@ func (s *spool) next() {
 }
 
 // drain writes the full chunks to out. Caller's goroutine only.
-func (s *spool) drain() error {
+func (s *spool) drain() error { return s.drainTo(s.out) }
+
+// drainTo writes the full chunks to w. Caller's goroutine only.
+func (s *spool) drainTo(w io.Writer) error {
 	s.mu.Lock()
 	ready := s.ready
 	s.ready = nil
@@ -136,7 +160,7 @@ func (s *spool) drain() error {
 	var err error
 	for i, c := range ready {
 		if err == nil {
-			_, err = s.out.Write(c)
+			_, err = w.Write(c)
 		}
 		ready[i] = nil
 		s.mu.Lock()
@@ -222,6 +246,7 @@ func newPipeline(out *posWriter, buf *rowBuffer) *pipeline {
 	p.lender, _ = out.w.(filesink.Lender)
 	p.spool.out = out
 	p.spool.direct = true
+	p.spool.kick = make(chan struct{}, 1)
 	p.spool.chunk = spoolMax
 	if n := buf.opts.RowGroupBytes; n > 0 {
 		p.spool.chunk = int(min(max(n/8, spoolMin), spoolMax))
@@ -275,7 +300,7 @@ func (p *pipeline) spawn(encode func([]arrow.Record) error) {
 			}
 		}()
 		j.err = encode(j.recs)
-		if j.err == nil && p.spool.lent != nil {
+		if j.err == nil && p.spool.lent != nil && !p.spool.claimed.Load() {
 			j.err = p.spool.writeLent()
 		}
 	}()
@@ -316,7 +341,7 @@ func (p *pipeline) wait() error {
 	if j == nil {
 		return nil
 	}
-	<-j.done
+	claimErr := p.await(j)
 	p.job = nil
 	p.buf.untake(j.recs, j.mem)
 	p.unlend()
@@ -326,6 +351,9 @@ func (p *pipeline) wait() error {
 		panic(j.panicked)
 	}
 	err := j.err
+	if err == nil {
+		err = claimErr
+	}
 	if werr := p.spool.end(err == nil); err == nil {
 		err = werr
 	}
@@ -333,6 +361,64 @@ func (p *pipeline) wait() error {
 		p.encoded += j.rows
 	}
 	return err
+}
+
+// await waits for j to end. With a lent file, it claims the encoder's
+// chunks meanwhile and writes them to the lent writer as they fill, and
+// the last one at the end; it returns the first error of those writes
+// (after which it writes no more: the rest are dropped with the spool's).
+func (p *pipeline) await(j *encodeJob) error {
+	s := &p.spool
+	if s.lent == nil {
+		<-j.done
+		return nil
+	}
+	s.claimed.Store(true)
+	defer s.claimed.Store(false)
+	var err error
+	for {
+		select {
+		case <-j.done:
+			// The encoder left its last chunk too, unless it wrote it
+			// before it saw the claim.
+			if err == nil {
+				err = s.claimReady()
+			}
+			if err == nil && len(s.cur) > 0 {
+				err = s.claimLast()
+			}
+			return err
+		case <-s.kick:
+			if err == nil {
+				err = s.claimReady()
+			}
+		}
+	}
+}
+
+// claimReady writes the queued chunks to the lent writer, counting them
+// as the encoder's lent writes. Caller's goroutine, during await.
+func (s *spool) claimReady() error {
+	return s.drainTo(claimWriter{s})
+}
+
+// claimLast writes the last, partial chunk to the lent writer for the
+// caller and empties it.
+func (s *spool) claimLast() error {
+	_, err := claimWriter{s}.Write(s.cur)
+	s.cur = s.cur[:0]
+	return err
+}
+
+// claimWriter writes to the lent writer for the caller, counting the
+// bytes in lentN and claimedN.
+type claimWriter struct{ s *spool }
+
+func (c claimWriter) Write(b []byte) (int, error) {
+	k, err := c.s.lent.Write(b)
+	c.s.lentN.Add(int64(k))
+	c.s.claimedN += int64(k)
+	return k, err
 }
 
 // abort is wait for a broken writer: nothing more is written.

@@ -28,7 +28,8 @@ type callerWriter struct {
 	// the lent writer counts a write outside a loan as a stray one, and
 	// a Write of the caller's during a loan too.
 	lend      bool
-	lentFail  error // returned by the lent writer (set before the first Add)
+	lentFail  error         // returned by the lent writer (set before the first Add)
+	gate      chan struct{} // if set, the first lent write waits for it
 	lentNow   bool
 	loans     int
 	lentBytes int
@@ -66,6 +67,10 @@ func (l lentWriter) Write(p []byte) (int, error) {
 	}
 	if l.c.lentFail != nil {
 		return 0, l.c.lentFail
+	}
+	if g := l.c.gate; g != nil {
+		l.c.gate = nil
+		<-g
 	}
 	l.c.lentBytes += len(p)
 	return l.c.buf.Write(p)
@@ -485,4 +490,52 @@ func TestPipelineEncodePanic(t *testing.T) {
 	if err := out.call(w.Close); err == nil {
 		t.Errorf("Close after the encoder's panic: no error")
 	}
+}
+
+// TestPipelineCallerClaims: a caller that waits for the encode in flight
+// (its next row group is full) writes the encoder's chunks to the lent
+// file itself, as they fill, and the last one; the file holds the same
+// bytes as without a pipeline.
+func TestPipelineCallerClaims(t *testing.T) {
+	needPipeline(t)
+	s := loadSchema(t, "all_types.json")
+	recs := genRecords(3000, 15)
+	f, err := Parquet(s, Options{RowGroupBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	out := callerWriter{lend: true, gate: gate}
+	w, err := f.NewParquetWriter(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The encoder's first lent write waits until the caller claims the
+	// chunks (it will, at the next full row group): the rest of that
+	// encode's chunks are the caller's to write.
+	go func() {
+		for !w.pipe.spool.claimed.Load() {
+			runtime.Gosched()
+		}
+		close(gate)
+	}()
+	for i, r := range recs {
+		if err := out.call(func() error { return w.Add(r) }); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	if err := out.call(w.Close); err != nil {
+		t.Fatal(err)
+	}
+	if w.pipe.spool.claimedN == 0 {
+		t.Error("the waiting caller wrote none of the encoder's chunks")
+	}
+	if out.stray > 0 || out.lentNow {
+		t.Errorf("%d stray writes, lent after Close %v", out.stray, out.lentNow)
+	}
+	want := writeAll(t, sequentialFormat(f), recs, 0)
+	if !bytes.Equal(out.buf.Bytes(), want) {
+		t.Fatalf("%d bytes, %d without a pipeline: not the same", out.buf.Len(), len(want))
+	}
+	t.Logf("%d of %d bytes written by the caller", w.pipe.spool.claimedN, out.buf.Len())
 }
