@@ -341,7 +341,8 @@ func TestRowGroupSizeOptions(t *testing.T) {
 }
 
 func TestDictionaryAuto(t *testing.T) {
-	s, err := ParseSchema([]byte(`{"fields":[{"name":"id","type":"int64"},{"name":"country","type":"string"},{"name":"text","type":"string"},{"name":"flag","type":"bool"},{"name":"tags","type":"list<string>"}]}`))
+	s, err := ParseSchema([]byte(`{"fields":[{"name":"id","type":"int64"},{"name":"country","type":"string"},{"name":"text","type":"string"},{"name":"flag","type":"bool"},{"name":"tags","type":"list<string>"},` +
+		`{"name":"small","type":"int32"},{"name":"mid","type":"int32"},{"name":"mid64","type":"int64"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +350,9 @@ func TestDictionaryAuto(t *testing.T) {
 	var buf bytes.Buffer
 	w, _ := f.NewParquetWriter(&buf)
 	for i := 0; i < 5000; i++ {
-		rec := fmt.Sprintf(`{"id":%d,"country":"c%d","text":"free text %d","flag":true,"tags":["t%d"]}`, i, i%20, i*7919, i%3)
+		// small: 200 distinct int32s (a dictionary); mid: 1,000 (not for
+		// 4-byte values); mid64: 1,000 int64s (a dictionary).
+		rec := fmt.Sprintf(`{"id":%d,"country":"c%d","text":"free text %d","flag":true,"tags":["t%d"],"small":%d,"mid":%d,"mid64":%d}`, i, i%20, i*7919, i%3, i%200, i%1000, i%1000)
 		if err := w.Add([]byte(rec)); err != nil {
 			t.Fatal(err)
 		}
@@ -359,7 +362,7 @@ func TestDictionaryAuto(t *testing.T) {
 	}
 	// DictionaryColumns is kept after Close for inspection.
 	got := w.DictionaryColumns()
-	want := map[string]bool{"id": false, "country": true, "text": false, "flag": false, "tags.list.element": true}
+	want := map[string]bool{"id": false, "country": true, "text": false, "flag": false, "tags.list.element": true, "small": true, "mid": false, "mid64": true}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("dictionary columns %v, want %v", got, want)
 	}
