@@ -380,7 +380,11 @@ func (p *pipeline) await(j *encodeJob) error {
 		select {
 		case <-j.done:
 			// The encoder left its last chunk too, unless it wrote it
-			// before it saw the claim.
+			// before it saw the claim. A failed encode's bytes are
+			// dropped (wait ends the spool without writing).
+			if j.err != nil || j.panicked != nil {
+				return err
+			}
 			if err == nil {
 				err = s.claimReady()
 			}
