@@ -4,9 +4,14 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
+
+	"github.com/filesink/filesink/filesink"
 )
 
 // Exports for the external test package (sink_bench_test.go).
+
+// CommitFinal takes a Writer's final checkpoint and commits its parts.
+func CommitFinal(tb testing.TB, w *filesink.Writer) int { return commitFinal(tb, w) }
 
 // BenchRow is a benchmark record as a Go value.
 type BenchRow = benchRow

@@ -411,8 +411,9 @@ func genRecords(n int, seed uint64) [][]byte {
 
 func getenv(k string) string { return os.Getenv(k) }
 
-// commitFinal takes w's final checkpoint (Prepare) and commits its parts.
-func commitFinal(t testing.TB, w *filesink.Writer) {
+// commitFinal takes w's final checkpoint (Prepare), commits its parts and
+// returns how many there were.
+func commitFinal(t testing.TB, w *filesink.Writer) int {
 	t.Helper()
 	ctx := context.Background()
 	snap, err := w.Prepare(ctx, 1, true)
@@ -424,4 +425,5 @@ func commitFinal(t testing.TB, w *filesink.Writer) {
 			t.Fatal(err)
 		}
 	}
+	return len(snap.Committables)
 }
