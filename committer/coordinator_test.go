@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/recovery"
 )
 

@@ -28,7 +28,7 @@
 //
 // Part-file sinks stage bytes through a [Backend] (local filesystem, S3). Its
 // contract is written as "must" rules on each method; package
-// committer/committertest checks them for every backend.
+// committer/drivertest checks them for every backend.
 //
 // # Errors
 //

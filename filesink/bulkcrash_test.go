@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/filesink/filesink/filesink/bulk"
-	"github.com/filesink/filesink/internal/testjob"
+	"github.com/filesink/filesink/internal/testutil/testjob"
 )
 
 func crashSeed(t *testing.T) uint64 {

@@ -17,9 +17,9 @@ import (
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/internal/testjob"
-	"github.com/filesink/filesink/internal/vfs"
-	"github.com/filesink/filesink/internal/vfs/crashfs"
+	"github.com/filesink/filesink/internal/testutil/testjob"
+	"github.com/filesink/filesink/vfs"
+	"github.com/filesink/filesink/vfs/crashfs"
 	"github.com/filesink/filesink/source"
 )
 

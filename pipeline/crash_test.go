@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/filesink/filesink/internal/testjob"
-	"github.com/filesink/filesink/internal/vfs/crashfs"
+	"github.com/filesink/filesink/internal/testutil/testjob"
+	"github.com/filesink/filesink/vfs/crashfs"
 )
 
 func seed(t *testing.T) uint64 {

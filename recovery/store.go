@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 )
 
 // DefaultRetain is how many checkpoint records Prune keeps by default.

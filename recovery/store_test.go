@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 )
 
 func TestDirStorePutListGetPrune(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/filesink/filesink/internal/testjob"
+	"github.com/filesink/filesink/internal/testutil/testjob"
 )
 
 // Readers of the bulk part files the CLI writes, for the tests: each row

@@ -30,7 +30,7 @@ import (
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	s3sink "github.com/filesink/filesink/committer/s3"
-	"github.com/filesink/filesink/internal/miniotest"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
 	"github.com/filesink/filesink/recovery"
 )
 

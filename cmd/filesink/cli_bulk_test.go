@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filesink/filesink/internal/testjob"
+	"github.com/filesink/filesink/internal/testutil/testjob"
 	"github.com/filesink/filesink/source"
 )
 

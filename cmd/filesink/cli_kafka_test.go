@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/internal/kafkatest"
-	"github.com/filesink/filesink/internal/mariadbtest"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 	"github.com/filesink/filesink/source"
 )
 

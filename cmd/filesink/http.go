@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/filesink/filesink/committer/async"
-	"github.com/filesink/filesink/committer/httpsink"
+	"github.com/filesink/filesink/sinks/async"
+	"github.com/filesink/filesink/sinks/httpsink"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/pipeline"
 )
 
 // HTTP sinks: http://HOST:PORT/PATH or https://..., batches of NDJSON
-// POSTed by N workers per subtask (committer/async, committer/httpsink).
+// POSTed by N workers per subtask (sinks/async, sinks/httpsink).
 
 func isHTTP(uri string) bool {
 	return strings.HasPrefix(uri, "http://") || strings.HasPrefix(uri, "https://")

@@ -15,7 +15,7 @@ import (
 	"github.com/filesink/filesink/committer/localfs"
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/recovery"
 )
 

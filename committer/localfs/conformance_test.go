@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/committer/committertest"
+	"github.com/filesink/filesink/committer/drivertest"
 	"github.com/filesink/filesink/committer/localfs"
-	"github.com/filesink/filesink/internal/vfs"
-	"github.com/filesink/filesink/internal/vfs/crashfs"
+	"github.com/filesink/filesink/vfs"
+	"github.com/filesink/filesink/vfs/crashfs"
 )
 
 var crashSeed = flag.Int64("localfs.crashseed", 0, "base seed of the random power-loss clones (0: from the clock; the seed used is logged)")
@@ -26,17 +26,17 @@ var crashSeed = flag.Int64("localfs.crashseed", 0, "base seed of the random powe
 // and once keeping a seeded random share of what was not durable.
 func TestConformance(t *testing.T) {
 	t.Run("OS", func(t *testing.T) {
-		committertest.RunConformanceTests(t, func(t *testing.T) committertest.Harness {
+		drivertest.RunConformanceTests(t, func(t *testing.T) drivertest.Harness {
 			return &fsHarness{fsys: vfs.OS{}, root: t.TempDir()}
 		})
 	})
 	t.Run("OS/direct-io", func(t *testing.T) {
-		committertest.RunConformanceTests(t, func(t *testing.T) committertest.Harness {
+		drivertest.RunConformanceTests(t, func(t *testing.T) drivertest.Harness {
 			return &fsHarness{fsys: vfs.OS{}, root: t.TempDir(), opts: []localfs.Option{localfs.WithDirectIO(true)}}
 		})
 	})
 	t.Run("crashfs/synced", func(t *testing.T) {
-		committertest.RunConformanceTests(t, func(t *testing.T) committertest.Harness {
+		drivertest.RunConformanceTests(t, func(t *testing.T) drivertest.Harness {
 			m := crashfs.New()
 			return &fsHarness{fsys: m, root: "/out", crash: &crashState{fs: m, synced: true}}
 		})
@@ -47,14 +47,14 @@ func TestConformance(t *testing.T) {
 			base = time.Now().UnixNano()
 		}
 		t.Logf("power-loss clones seeded from %d (reproduce with -localfs.crashseed=%d)", base, base)
-		committertest.RunConformanceTests(t, func(t *testing.T) committertest.Harness {
+		drivertest.RunConformanceTests(t, func(t *testing.T) drivertest.Harness {
 			m := crashfs.New()
 			return &fsHarness{fsys: m, root: "/out", crash: &crashState{fs: m, seed: new(base)}}
 		})
 	})
 }
 
-// fsHarness is a committertest.Harness for localfs over any vfs.FS.
+// fsHarness is a drivertest.Harness for localfs over any vfs.FS.
 type fsHarness struct {
 	fsys  vfs.FS
 	root  string
@@ -108,7 +108,7 @@ func (h *fsHarness) Visible(context.Context) ([]string, error) {
 	return out, walk("")
 }
 
-func (h *fsHarness) Crash(t *testing.T) (committertest.Harness, bool) {
+func (h *fsHarness) Crash(t *testing.T) (drivertest.Harness, bool) {
 	if h.crash == nil {
 		return nil, false
 	}
@@ -125,7 +125,7 @@ func (h *fsHarness) Crash(t *testing.T) (committertest.Harness, bool) {
 	return &fsHarness{fsys: c.fs, root: h.root, crash: &c}, true
 }
 
-func (h *fsHarness) Tamper() (committertest.Tamperer, bool) { return h, true }
+func (h *fsHarness) Tamper() (drivertest.Tamperer, bool) { return h, true }
 
 func (h *fsHarness) staging(data json.RawMessage) (string, error) {
 	_, staging, err := localfs.New(h.fsys, h.root).Describe(data)

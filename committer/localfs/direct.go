@@ -3,7 +3,7 @@ package localfs
 import (
 	"fmt"
 
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 )
 
 // Direct I/O. A part writer that receives large writes (at least

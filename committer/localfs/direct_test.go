@@ -11,7 +11,7 @@ import (
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/localfs"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 )
 
 // directSupported reports whether the filesystem of dir takes O_DIRECT

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 )
 
 // DirectWrites is the number of writes b made with O_DIRECT.

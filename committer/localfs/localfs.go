@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 )
 
 // StagingSuffix ends the name of every in-progress file.

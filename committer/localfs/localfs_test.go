@@ -24,9 +24,9 @@ import (
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/localfs"
-	"github.com/filesink/filesink/internal/vfs"
-	"github.com/filesink/filesink/internal/vfs/crashfs"
-	"github.com/filesink/filesink/internal/vfs/errorfs"
+	"github.com/filesink/filesink/vfs"
+	"github.com/filesink/filesink/vfs/crashfs"
+	"github.com/filesink/filesink/vfs/errorfs"
 )
 
 const root = "/out"

@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 )
 
 var (

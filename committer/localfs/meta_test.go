@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 )
 
 func TestMetaStore(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/internal/mariadbtest"
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 	"github.com/filesink/filesink/source"
 )
 

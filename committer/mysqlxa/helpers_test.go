@@ -14,8 +14,8 @@ import (
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/internal/mariadbtest"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
+	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
 )

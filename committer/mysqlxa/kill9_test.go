@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/internal/mariadbtest"
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 )
 
 // kill -9 of the server (its own mariadbd) while a branch is prepared and

@@ -8,7 +8,7 @@ import (
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/internal/mariadbtest"
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/source"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/internal/mariadbtest"
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 	"github.com/filesink/filesink/source"
 )
 

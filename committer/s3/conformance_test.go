@@ -17,8 +17,8 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/committer/committertest"
-	"github.com/filesink/filesink/internal/miniotest"
+	"github.com/filesink/filesink/committer/drivertest"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
 )
 
 // TestConformance runs the backend conformance suite against MinIO. S3
@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 		{"fast-nochecksums", []Option{WithIntegrity(IntegrityFast), WithPartChecksums(false), WithConcurrency(1)}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			committertest.RunConformanceTests(t, func(t *testing.T) committertest.Harness {
+			drivertest.RunConformanceTests(t, func(t *testing.T) drivertest.Harness {
 				return newHarness(t, srv, bucket, append([]Option{WithPartSize(MinPartSize), WithSpillDir(t.TempDir())}, mode.opts...)...)
 			})
 		})
@@ -44,9 +44,9 @@ func TestConformance(t *testing.T) {
 
 var prefixSeq atomic.Int64
 
-// harness is a committertest.Harness over a fresh prefix of a MinIO bucket.
+// harness is a drivertest.Harness over a fresh prefix of a MinIO bucket.
 type harness struct {
-	committertest.NoCrash
+	drivertest.NoCrash
 	t      testing.TB
 	client *s3api.Client
 	bucket string
@@ -120,7 +120,7 @@ func (h *harness) Visible(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (h *harness) Tamper() (committertest.Tamperer, bool) { return h, true }
+func (h *harness) Tamper() (drivertest.Tamperer, bool) { return h, true }
 
 func (h *harness) record(data json.RawMessage) record {
 	h.t.Helper()

@@ -22,8 +22,8 @@ import (
 	"github.com/filesink/filesink/committer"
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/internal/faultproxy"
-	"github.com/filesink/filesink/internal/miniotest"
+	"github.com/filesink/filesink/internal/testutil/faultproxy"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
 )

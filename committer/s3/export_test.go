@@ -3,7 +3,7 @@ package s3
 import (
 	"testing"
 
-	"github.com/filesink/filesink/internal/miniotest"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
 )
 
 // Exported for the external tests of this directory (package s3_test).

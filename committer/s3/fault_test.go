@@ -2,7 +2,7 @@ package s3_test
 
 // Fault injection end to end: the file sink (filesink.New over the S3
 // backend), the commit protocol (committer.Coordinator) and the S3
-// checkpoint store, all talking to MinIO through internal/faultproxy, which
+// checkpoint store, all talking to MinIO through internal/testutil/faultproxy, which
 // fails chosen requests. Each scenario writes faultRecords records with a
 // checkpoint every faultEvery records and then checks that every record was
 // published exactly once, that no multipart upload of the sink is left after
@@ -39,8 +39,8 @@ import (
 	"github.com/filesink/filesink/committer"
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/internal/faultproxy"
-	"github.com/filesink/filesink/internal/miniotest"
+	"github.com/filesink/filesink/internal/testutil/faultproxy"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
 )

@@ -6,7 +6,7 @@ import (
 
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/filesink/filesink/internal/miniotest"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
 )
 
 // minio is the package's MinIO server, started on first use.

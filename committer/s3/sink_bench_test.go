@@ -51,7 +51,7 @@ import (
 	"github.com/filesink/filesink/committer"
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/internal/miniotest"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/source"
 )

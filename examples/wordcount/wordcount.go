@@ -24,7 +24,7 @@ import (
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"

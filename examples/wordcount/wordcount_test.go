@@ -14,8 +14,8 @@ import (
 	"unicode"
 
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/internal/kafkatest"
-	"github.com/filesink/filesink/internal/mariadbtest"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 )
 
 func TestSplitWords(t *testing.T) {

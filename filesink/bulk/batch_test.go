@@ -14,7 +14,7 @@ import (
 
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/source"
 )
 

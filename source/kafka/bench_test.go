@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/filesink/filesink/internal/kafkatest"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
 )
 
 // BenchmarkKafkaSource reads the same topic (4 partitions, 100-byte

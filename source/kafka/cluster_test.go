@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/filesink/filesink/internal/kafkatest"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
 	"github.com/filesink/filesink/source"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/filesink/filesink/internal/kafkatest"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
 )
 
 // testTimeout bounds every blocking call of a test.

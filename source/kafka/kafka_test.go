@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/filesink/filesink/internal/kafkatest"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
 	"github.com/filesink/filesink/source"
 )
 

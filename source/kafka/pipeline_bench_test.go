@@ -56,8 +56,8 @@ import (
 
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/internal/kafkatest"
-	"github.com/filesink/filesink/internal/vfs"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
+	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"

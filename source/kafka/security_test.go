@@ -24,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/filesink/filesink/internal/kafkatest"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
 )
 
 const testPassword = "hunter2-very-secret"

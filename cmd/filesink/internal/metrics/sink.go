@@ -1,0 +1,203 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"time"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/sinks/async"
+	"github.com/filesink/filesink/committer/mysqlxa"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
+)
+
+// sinkStats are one subtask's figures, written by its wrapper and read
+// at scrape time.
+type sinkStats struct {
+	records, bytes atomic.Int64
+	open           atomic.Int64 // open part files after the last writer-goroutine call
+	pending        atomic.Int64 // committables prepared, not yet committed
+	restored       atomic.Bool  // Restore ran: later commits are of this run's committables
+
+	// The sink's own counters (0 if it has none).
+	bad, committed, rolledBack, acked, dropped func() int64
+}
+
+func zero() int64 { return 0 }
+
+// WrapSink returns s instrumented: records and bytes it accepts, its open
+// part files, its pending committables and its failed commit attempts.
+// The wrapper keeps s's name and behaviour, including whether it is a
+// committer.AsyncPreparer (which decides whether the pipeline overlaps
+// phase 1 with the next records) and a committer.CheckpointCommitter.
+// Call it before the run starts.
+func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
+	st := &sinkStats{bad: zero, committed: zero, rolledBack: zero, acked: zero, dropped: zero}
+	var open func() int
+	switch v := s.(type) {
+	case *filesink.Writer:
+		st.bad, st.committed = v.Stats().BadRecords.Load, v.Stats().Committed.Load
+		open = v.OpenBuckets // not safe for concurrent use: sampled on the writer's goroutine
+	case *mysqlxa.Sink:
+		st.rolledBack = v.Stats().RolledBack.Load
+	case *async.Sink:
+		st.acked, st.dropped = v.Stats().Acked.Load, v.Stats().Dropped.Load
+	}
+	m.mu.Lock()
+	m.sinks = append(m.sinks, st)
+	m.mu.Unlock()
+	w := &sink{Sink: s, m: m, st: st, open: open}
+	if ap, ok := s.(committer.AsyncPreparer); ok {
+		return &asyncSink{sink: w, ap: ap}
+	}
+	return w
+}
+
+// sink instruments a pipeline.Sink. Its methods are called as the
+// pipeline calls the wrapped sink's: one at a time, on the subtask's
+// goroutine, except CommittedCheckpoint (the committing goroutine).
+type sink struct {
+	pipeline.Sink
+	m    *Metrics
+	st   *sinkStats
+	open func() int // nil: no part files
+}
+
+var (
+	_ pipeline.Sink                       = (*sink)(nil)
+	_ committer.CheckpointCommitter       = (*sink)(nil)
+	_ committer.AsyncPreparer             = (*asyncSink)(nil)
+	_ committer.CheckpointCommitter       = (*asyncSink)(nil)
+	_ interface{ Unwrap() pipeline.Sink } = (*sink)(nil)
+)
+
+// Unwrap returns the instrumented sink.
+func (s *sink) Unwrap() pipeline.Sink { return s.Sink }
+
+// sample stores the number of open part files; only on the goroutine
+// that writes (OpenBuckets is not safe for concurrent use).
+func (s *sink) sample() {
+	if s.open == nil {
+		return
+	}
+	if n := int64(s.open()); s.st.open.Load() != n {
+		s.st.open.Store(n)
+	}
+}
+
+func (s *sink) Write(ctx context.Context, record []byte, origin source.Origin) error {
+	err := s.Sink.Write(ctx, record, origin)
+	if err == nil {
+		s.st.records.Add(1)
+		s.st.bytes.Add(int64(len(record)))
+	}
+	s.sample()
+	return err
+}
+
+func (s *sink) Tick(ctx context.Context, now time.Time) error {
+	err := s.Sink.Tick(ctx, now)
+	s.sample()
+	return err
+}
+
+func (s *sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
+	snap, err := s.Sink.Prepare(ctx, id, final)
+	if err == nil {
+		s.st.pending.Add(int64(len(snap.Committables)))
+	}
+	s.sample()
+	return snap, err
+}
+
+func (s *sink) Commit(ctx context.Context, c json.RawMessage) error {
+	err := s.Sink.Commit(ctx, c)
+	s.committed(ctx, err)
+	return err
+}
+
+// committed counts a commit's outcome: one committable fewer pending, or
+// a failed attempt the coordinator retries.
+func (s *sink) committed(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+		// Recovery commits the restored record's committables before
+		// Restore; those were not counted as pending by this run.
+		if s.st.restored.Load() {
+			s.st.pending.Add(-1)
+		}
+	case !committer.IsPermanent(err) && ctx.Err() == nil:
+		s.m.retries.Add(1)
+	}
+}
+
+// CommittedCheckpoint forwards to a sink that is a
+// committer.CheckpointCommitter (nil otherwise, as the pipeline does).
+func (s *sink) CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error {
+	cc, ok := s.Sink.(committer.CheckpointCommitter)
+	if !ok {
+		return nil
+	}
+	err := cc.CommittedCheckpoint(ctx, id, committables)
+	if err != nil && !committer.IsPermanent(err) && ctx.Err() == nil {
+		s.m.retries.Add(1)
+	}
+	return err
+}
+
+// BeginBatch forwards to a wrapped pipeline.Batcher.
+func (s *sink) BeginBatch() {
+	if b, ok := s.Sink.(pipeline.Batcher); ok {
+		b.BeginBatch()
+	}
+}
+
+// EndBatch forwards to a wrapped pipeline.Batcher.
+func (s *sink) EndBatch() {
+	if b, ok := s.Sink.(pipeline.Batcher); ok {
+		b.EndBatch()
+	}
+}
+
+func (s *sink) Restore(ctx context.Context, state json.RawMessage) error {
+	err := s.Sink.Restore(ctx, state)
+	if err == nil {
+		s.st.pending.Store(0)
+		s.st.restored.Store(true)
+	}
+	s.sample()
+	return err
+}
+
+func (s *sink) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+	s.m.sweeping.Add(1)
+	defer s.m.sweeping.Add(-1)
+	err := s.Sink.Sweep(ctx, retained)
+	s.sample()
+	return err
+}
+
+// asyncSink is a sink whose phase 1 overlaps the next records.
+type asyncSink struct {
+	*sink
+	ap committer.AsyncPreparer
+}
+
+func (s *asyncSink) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
+	wait, err := s.ap.PrepareAsync(ctx, id, final)
+	s.sample()
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (committer.Snapshot, error) {
+		snap, err := wait(ctx)
+		if err == nil {
+			s.st.pending.Add(int64(len(snap.Committables)))
+		}
+		return snap, err
+	}, nil
+}

@@ -1,0 +1,26 @@
+// Package faultproxy is an HTTP reverse proxy for tests that sits between an
+// S3 client and MinIO and injects faults into chosen requests: 503 SlowDown
+// and 500 InternalError answers (with S3's XML error bodies), connection
+// resets before the request is forwarded, resets after MinIO has executed
+// it but before the client hears the reply (the in-doubt case, e.g. a
+// CompleteMultipartUpload that happened although the client saw an error),
+// and delays.
+//
+// Requests are classified by S3 operation (Classify, path-style addressing)
+// and forwarded unchanged, Host header included, so a client pointed at the
+// proxy signs for the proxy's host and MinIO accepts the signature. Rules
+// fire on matching requests with a probability (a seeded generator; the
+// seed is logged and can be fixed with FAULTPROXY_SEED) and/or for the next
+// N matches. Rules can be added and removed while requests are in flight.
+// The proxy counts requests and injected faults per kind, so a test can
+// assert that the faults really happened.
+//
+//	srv := minio.Shared(t) // internal/testutil/miniotest
+//	p := faultproxy.New(t, srv.Endpoint())
+//	client := srv.ClientAt(t, p.URL())
+//	p.FailNext(faultproxy.CompleteMultipartUpload, faultproxy.ResetAfter, 1)
+//	p.FailRandomly(0.2, faultproxy.SlowDown) // every kind
+//	...
+//	if p.Injected(faultproxy.CompleteMultipartUpload) == 0 { t.Fatal("no fault injected") }
+//	t.Log(p.Stats())
+package faultproxy
