@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/recovery"
 )
 
@@ -19,11 +19,11 @@ import (
 // source ranges of all manifests have no overlap (a duplicate) and, for
 // inputs numbered densely (WithDenseOrigins), no gap (a loss).
 type Auditor struct {
-	// Output is the sink's backend; it must be a committer.FileLister and
-	// a committer.MetaStore (localfs and s3 are).
-	Output committer.Backend
+	// Output is the sink's backend; it must be a driver.FileLister and
+	// a driver.MetaStore (localfs and s3 are).
+	Output driver.Backend
 	// DeadLetter is the dead-letter output's backend, if the sink has one.
-	DeadLetter committer.Backend
+	DeadLetter driver.Backend
 	// Count, if set, counts the records of a file (the deep check): it is
 	// given the file's manifest entry and its bytes, and its result is
 	// compared with the manifest's record count.
@@ -35,7 +35,7 @@ type Auditor struct {
 // means the output is exactly what its manifests describe; an error means
 // the audit could not run (an unreadable manifest, a listing that failed).
 func (a Auditor) Audit(ctx context.Context) ([]recovery.Violation, error) {
-	ms, ok := a.Output.(committer.MetaStore)
+	ms, ok := a.Output.(driver.MetaStore)
 	if !ok {
 		return nil, fmt.Errorf("filesink: backend %T keeps no manifests", a.Output)
 	}
@@ -75,7 +75,7 @@ func (a Auditor) Audit(ctx context.Context) ([]recovery.Violation, error) {
 		if be == nil {
 			continue
 		}
-		fl, ok := be.(committer.FileLister)
+		fl, ok := be.(driver.FileLister)
 		if !ok {
 			return nil, fmt.Errorf("filesink: backend %T cannot list its files", be)
 		}
@@ -141,7 +141,7 @@ func (a Auditor) location(k fileKey) string {
 	if k.dl {
 		be = a.DeadLetter
 	}
-	if fl, ok := be.(committer.FileLister); ok {
+	if fl, ok := be.(driver.FileLister); ok {
 		return fl.FileLocation(k.path)
 	}
 	return k.path
@@ -149,7 +149,7 @@ func (a Auditor) location(k fileKey) string {
 
 // read returns the CRC-32C of a file's bytes and, with Count set, its
 // record count (-1 without).
-func (a Auditor) read(ctx context.Context, fl committer.FileLister, f *ManifestFile) (uint32, int64, error) {
+func (a Auditor) read(ctx context.Context, fl driver.FileLister, f *ManifestFile) (uint32, int64, error) {
 	r, err := fl.OpenFile(ctx, f.Path)
 	if err != nil {
 		return 0, 0, err

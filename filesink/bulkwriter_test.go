@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/bucketing"
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/internal/testutil/testjob"
+	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/vfs/crashfs"
-	"github.com/filesink/filesink/source"
 )
 
 // Tests of the bulk-format integration (WithBulkFormat) with
@@ -212,10 +212,10 @@ type nullPart struct {
 	size   int64
 }
 
-func (b *nullBackend) Open(_ context.Context, target string) (committer.PartWriter, error) {
+func (b *nullBackend) Open(_ context.Context, target string) (driver.PartWriter, error) {
 	return &nullPart{b: b, target: target}, nil
 }
-func (b *nullBackend) Resume(context.Context, json.RawMessage) (committer.PartWriter, error) {
+func (b *nullBackend) Resume(context.Context, json.RawMessage) (driver.PartWriter, error) {
 	return nil, errors.New("nullBackend: no resume")
 }
 func (b *nullBackend) Commit(context.Context, json.RawMessage) error          { return nil }
@@ -271,7 +271,7 @@ func TestBulkBudgetManyBuckets(t *testing.T) {
 				t.Skip("large case skipped in -short mode")
 			}
 			mem := crashfs.New()
-			var be committer.Backend = localfs.New(mem, testjob.Out)
+			var be driver.Backend = localfs.New(mem, testjob.Out)
 			nb := &nullBackend{}
 			if tc.null {
 				be = nb

@@ -1,6 +1,6 @@
 // Package filesink is the file sink writer: it assigns records to buckets,
 // encodes them in a row format, and writes them to part files through a
-// committer.Backend (local filesystem, S3) with exactly-once results.
+// driver.Backend (local filesystem, S3) with exactly-once results.
 //
 // # Part file lifecycle
 //

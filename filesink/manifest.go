@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/source"
 )
 
 // ManifestDir is the directory of the commit manifests, relative to the
-// output's committer.MetaDir ("_filesink/manifests" in the output).
+// output's driver.MetaDir ("_filesink/manifests" in the output).
 const ManifestDir = "manifests"
 
 // ManifestVersion is the version of the manifest format written.
@@ -230,20 +231,20 @@ func restoreStats(ps *PartStats) (partStats, error) {
 }
 
 // manifestName is the name of the manifest of checkpoint id of the writer
-// named writer, relative to committer.MetaDir.
+// named writer, relative to driver.MetaDir.
 func manifestName(id uint64, writer string) string {
 	return fmt.Sprintf("%s/%020d-%s.json", ManifestDir, id, writer)
 }
 
 // CommittedCheckpoint implements committer.CheckpointCommitter: it
 // publishes the manifest of checkpoint id, listing the files of
-// committables in their order, through the backend's committer.MetaStore
+// committables in their order, through the backend's driver.MetaStore
 // (none if the backend is not one). The manifest is built from the
 // committables alone, so a second call after a crash writes the same
 // bytes, which PutMeta accepts. Safe for concurrent use with the other
 // methods.
 func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error {
-	ms, ok := w.backend.(committer.MetaStore)
+	ms, ok := w.backend.(driver.MetaStore)
 	if !ok {
 		return nil
 	}
@@ -284,7 +285,7 @@ func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committable
 // order (then by writer): following them, a reader sees each checkpoint's
 // files all at once. A manifest that cannot be read or parsed is an error
 // naming it.
-func ReadManifests(ctx context.Context, ms committer.MetaStore) ([]*Manifest, error) {
+func ReadManifests(ctx context.Context, ms driver.MetaStore) ([]*Manifest, error) {
 	names, err := ms.ListMeta(ctx, ManifestDir)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/source"
@@ -22,15 +23,15 @@ import (
 // subtask has an open part in it, and the marker lists the files of both
 // subtasks. A second Markers (a restarted job) finds the marker written.
 // The same with an output that lists manifests from a name on
-// (committer.MetaListerAfter, as S3 does): after the first checkpoint the
+// (driver.MetaListerAfter, as S3 does): after the first checkpoint the
 // markers list only the manifests of newer checkpoints.
 func TestMarkers(t *testing.T) {
 	t.Run("list", func(t *testing.T) {
-		testMarkers(t, func(be *localfs.Backend) committer.Backend { return be })
+		testMarkers(t, func(be *localfs.Backend) driver.Backend { return be })
 	})
 	t.Run("list-after", func(t *testing.T) {
 		var out *afterLister
-		testMarkers(t, func(be *localfs.Backend) committer.Backend {
+		testMarkers(t, func(be *localfs.Backend) driver.Backend {
 			if out == nil {
 				out = &afterLister{Backend: be}
 			}
@@ -49,7 +50,7 @@ func TestMarkers(t *testing.T) {
 	})
 }
 
-// afterLister adds committer.MetaListerAfter to a localfs backend and
+// afterLister adds driver.MetaListerAfter to a localfs backend and
 // records the names it was asked to list after.
 type afterLister struct {
 	*localfs.Backend
@@ -62,7 +63,7 @@ func (a *afterLister) ListMetaAfter(ctx context.Context, dir, after string) ([]s
 	return slices.DeleteFunc(names, func(n string) bool { return n <= after }), err
 }
 
-func testMarkers(t *testing.T, output func(*localfs.Backend) committer.Backend) {
+func testMarkers(t *testing.T, output func(*localfs.Backend) driver.Backend) {
 	ctx := context.Background()
 	be, root := newLocal(t)
 	clock := newClock() // t0

@@ -7,23 +7,23 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/recovery"
 )
 
 // Checker is the recovery.Checker of the file sink: it checks committed part
 // files and scans the output of a backend (and of its dead-letter backend,
-// when one is given) that implements committer.Auditor.
+// when one is given) that implements driver.Auditor.
 type Checker struct {
-	Backend    committer.Backend
-	DeadLetter committer.Backend // may be nil
+	Backend    driver.Backend
+	DeadLetter driver.Backend // may be nil
 	// Prefix is the part prefix of the sink (default "part").
 	Prefix string
 }
 
 var _ recovery.Checker = Checker{}
 
-func (c Checker) auditor(dl bool) (committer.Backend, committer.Auditor, error) {
+func (c Checker) auditor(dl bool) (driver.Backend, driver.Auditor, error) {
 	be := c.Backend
 	if dl {
 		be = c.DeadLetter
@@ -31,7 +31,7 @@ func (c Checker) auditor(dl bool) (committer.Backend, committer.Auditor, error) 
 	if be == nil {
 		return nil, nil, errors.New("no dead-letter output configured")
 	}
-	a, ok := be.(committer.Auditor)
+	a, ok := be.(driver.Auditor)
 	if !ok {
 		return nil, nil, fmt.Errorf("backend %T cannot be audited", be)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
 )
@@ -76,7 +77,7 @@ func WithRunID(id string) Option { return func(w *Writer) { w.runID = id } }
 // WithDeadLetter makes bad records go, as JSON lines
 // {"origin","error","record"}, to part files published through dl with the
 // same protocol (exactly once) instead of failing the write.
-func WithDeadLetter(dl committer.Backend) Option { return func(w *Writer) { w.dl = dl } }
+func WithDeadLetter(dl driver.Backend) Option { return func(w *Writer) { w.dl = dl } }
 
 // WithPublishOnRoll makes the writer publish a part file as soon as it
 // rolls, without waiting for the checkpoint that covers it: records become
@@ -102,7 +103,7 @@ type Stats struct {
 }
 
 // Writer is one subtask of the file sink: it buckets records, writes them to
-// in-progress part files through a committer.Backend, and takes part in the
+// in-progress part files through a driver.Backend, and takes part in the
 // commit protocol as a committer.Participant.
 //
 // Write, Tick, Prepare, PrepareAsync, Restore and Sweep must be called from
@@ -116,8 +117,8 @@ type Writer struct {
 	// and the map lookup was a tenth of the sink's own time per record.
 	last *bucket
 
-	backend committer.Backend
-	dl      committer.Backend
+	backend driver.Backend
+	dl      driver.Backend
 	subtask int
 	enc     Encoder
 	encSet  bool       // WithEncoder was given
@@ -178,7 +179,7 @@ type bucket struct {
 
 type part struct {
 	target    string // relative path of the finished file
-	pw        committer.PartWriter
+	pw        driver.PartWriter
 	created   time.Time
 	lastWrite time.Time
 	// timeOK is the processing time at which the DefaultPolicy's time
@@ -192,7 +193,7 @@ type part struct {
 	// (the I/O goroutine, or the one the part is lent to).
 	size      atomic.Int64
 	fileSize  int64
-	full      atomic.Bool     // pw is a committer.Limited that must roll
+	full      atomic.Bool     // pw is a driver.Limited that must roll
 	resumable json.RawMessage // result of the last Persist
 
 	// Bulk parts only (WithBulkFormat; dead-letter parts are rows).
@@ -254,7 +255,7 @@ func (p *part) writeOut(b []byte, comp Compression, queued int64) error {
 	before := p.fileSize
 	p.fileSize = p.pw.Size()
 	p.size.Add(p.fileSize - before - queued)
-	if l, ok := p.pw.(committer.Limited); ok && l.MustRoll() {
+	if l, ok := p.pw.(driver.Limited); ok && l.MustRoll() {
 		p.full.Store(true)
 	}
 	return err
@@ -275,7 +276,7 @@ type state struct {
 }
 
 // New returns the Writer of subtask over backend.
-func New(backend committer.Backend, subtask int, opts ...Option) (*Writer, error) {
+func New(backend driver.Backend, subtask int, opts ...Option) (*Writer, error) {
 	w := &Writer{
 		backend: backend, subtask: subtask, enc: JSONLines{}, assign: bucketing.BasePath(),
 		policy: NewDefaultPolicy(), prefix: "part", budget: DefaultBufferBudget,
@@ -638,7 +639,7 @@ func (w *Writer) shrink(ctx context.Context) error {
 
 // mustRoll reports whether b's part (of size bytes, before a record of n
 // bytes) has to roll: the policy says so, or the backend's writer is full
-// (committer.Limited). It runs for every record: the package's own
+// (driver.Limited). It runs for every record: the package's own
 // policies are asked through their concrete types, with only the fields
 // they read, instead of building a PartInfo (with the bucket's path and
 // two times) for calls through the interface.
@@ -708,7 +709,7 @@ func (w *Writer) info(b *bucket) PartInfo {
 	return PartInfo{Bucket: b.key.path, Created: p.created, LastWrite: p.lastWrite, Size: partSize(b)}
 }
 
-func (w *Writer) backendOf(dl bool) committer.Backend {
+func (w *Writer) backendOf(dl bool) driver.Backend {
 	if dl {
 		return w.dl
 	}
@@ -880,7 +881,7 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 // PrepareAsync implements committer.AsyncPreparer. At the barrier it writes
 // out every buffer, starts closing the parts the policy (or final) says to
 // roll, and persists the others: where the backend's part writer is a
-// committer.AsyncPersister (S3 uploads, local fsyncs) it only starts the
+// driver.AsyncPersister (S3 uploads, local fsyncs) it only starts the
 // persist, otherwise it persists at once, 16 files at a time. The returned
 // function waits for the closes and persists and returns the open parts'
 // resumables as state and the rolled parts (since the last checkpoint) as
@@ -937,7 +938,7 @@ func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(
 			continue
 		}
 		j.out = nil
-		if ap, ok := j.p.pw.(committer.AsyncPersister); ok {
+		if ap, ok := j.p.pw.(driver.AsyncPersister); ok {
 			wait, err := ap.PersistAsync(ctx)
 			if err != nil {
 				return nil, err
@@ -1109,7 +1110,7 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part, stats: stats}
 		p.fileSize = pw.Size()
 		p.size.Store(p.fileSize)
-		if l, ok := pw.(committer.Limited); ok && l.MustRoll() {
+		if l, ok := pw.(driver.Limited); ok && l.MustRoll() {
 			p.full.Store(true)
 		}
 		w.buckets[key] = &bucket{key: key, part: p}
@@ -1119,8 +1120,8 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 
 // published reports whether target is a finished file of be (false if be
 // cannot tell).
-func published(ctx context.Context, be committer.Backend, target string) bool {
-	fl, ok := be.(committer.FileLister)
+func published(ctx context.Context, be driver.Backend, target string) bool {
+	fl, ok := be.(driver.FileLister)
 	if !ok {
 		return false
 	}

@@ -19,13 +19,14 @@ import (
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/internal/testutil/testjob"
-	"github.com/filesink/filesink/vfs"
-	"github.com/filesink/filesink/vfs/crashfs"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
+	"github.com/filesink/filesink/vfs/crashfs"
 )
 
 // ---- helpers ----
@@ -55,7 +56,7 @@ func newLocal(t *testing.T) (*localfs.Backend, string) {
 	return localfs.New(vfs.OS{}, root), root
 }
 
-func newWriter(t *testing.T, be committer.Backend, subtask int, opts ...filesink.Option) *filesink.Writer {
+func newWriter(t *testing.T, be driver.Backend, subtask int, opts ...filesink.Option) *filesink.Writer {
 	t.Helper()
 	w, err := filesink.New(be, subtask, opts...)
 	if err != nil {
@@ -246,7 +247,7 @@ func stateParts(t *testing.T, state json.RawMessage) []stateEntry {
 }
 
 // targetsOf returns the publish targets of committables.
-func targetsOf(t *testing.T, be committer.Backend, cs []json.RawMessage) []string {
+func targetsOf(t *testing.T, be driver.Backend, cs []json.RawMessage) []string {
 	t.Helper()
 	var out []string
 	for _, c := range cs {
@@ -266,17 +267,17 @@ func targetsOf(t *testing.T, be committer.Backend, cs []json.RawMessage) []strin
 
 // recBackend records every PartWriter.Write.
 type recBackend struct {
-	committer.Backend
+	driver.Backend
 	mu      sync.Mutex
 	writes  map[string][][]byte // target -> written chunks
 	written int64
 }
 
-func newRecBackend(be committer.Backend) *recBackend {
+func newRecBackend(be driver.Backend) *recBackend {
 	return &recBackend{Backend: be, writes: map[string][][]byte{}}
 }
 
-func (b *recBackend) Open(ctx context.Context, target string) (committer.PartWriter, error) {
+func (b *recBackend) Open(ctx context.Context, target string) (driver.PartWriter, error) {
 	pw, err := b.Backend.Open(ctx, target)
 	if err != nil {
 		return nil, err
@@ -284,7 +285,7 @@ func (b *recBackend) Open(ctx context.Context, target string) (committer.PartWri
 	return &recPartWriter{PartWriter: pw, b: b, target: target}, nil
 }
 
-func (b *recBackend) Resume(ctx context.Context, r json.RawMessage) (committer.PartWriter, error) {
+func (b *recBackend) Resume(ctx context.Context, r json.RawMessage) (driver.PartWriter, error) {
 	pw, err := b.Backend.Resume(ctx, r)
 	if err != nil {
 		return nil, err
@@ -300,7 +301,7 @@ func (b *recBackend) Written() int64 {
 }
 
 type recPartWriter struct {
-	committer.PartWriter
+	driver.PartWriter
 	b      *recBackend
 	target string
 }
@@ -339,7 +340,7 @@ func TestNewValidation(t *testing.T) {
 	be, _ := newLocal(t)
 	tests := []struct {
 		name    string
-		be      committer.Backend
+		be      driver.Backend
 		subtask int
 		opts    []filesink.Option
 		wantErr bool
@@ -726,9 +727,9 @@ func TestPartWritesInPieces(t *testing.T) {
 
 // shortBackend's part writers write one byte less than asked, once, and
 // report no error.
-type shortBackend struct{ committer.Backend }
+type shortBackend struct{ driver.Backend }
 
-func (b shortBackend) Open(ctx context.Context, target string) (committer.PartWriter, error) {
+func (b shortBackend) Open(ctx context.Context, target string) (driver.PartWriter, error) {
 	pw, err := b.Backend.Open(ctx, target)
 	if err != nil {
 		return nil, err
@@ -737,7 +738,7 @@ func (b shortBackend) Open(ctx context.Context, target string) (committer.PartWr
 }
 
 type shortPartWriter struct {
-	committer.PartWriter
+	driver.PartWriter
 	done bool
 }
 
@@ -1323,11 +1324,11 @@ func TestStats(t *testing.T) {
 // is taken at once (the length at the barrier) and reported only when the
 // gate opens, as an S3 upload would be.
 type gatedBackend struct {
-	committer.Backend
+	driver.Backend
 	gate chan struct{}
 }
 
-func (b *gatedBackend) Open(ctx context.Context, target string) (committer.PartWriter, error) {
+func (b *gatedBackend) Open(ctx context.Context, target string) (driver.PartWriter, error) {
 	pw, err := b.Backend.Open(ctx, target)
 	if err != nil {
 		return nil, err
@@ -1336,7 +1337,7 @@ func (b *gatedBackend) Open(ctx context.Context, target string) (committer.PartW
 }
 
 type gatedPartWriter struct {
-	committer.PartWriter
+	driver.PartWriter
 	gate chan struct{}
 }
 

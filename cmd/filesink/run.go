@@ -17,17 +17,18 @@ import (
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/filesink/filesink/bucketing"
 
+	"github.com/filesink/filesink/cmd/filesink/internal/metrics"
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/sinks/async"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/cmd/filesink/internal/metrics"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/kafka"
+	"github.com/filesink/filesink/vfs"
 )
 
 const runSynopsis = `--source URI --sink URI [flags]
@@ -516,7 +517,7 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	if f.rollOnCheckpoint && bulkFormat == nil { // bulk parts roll at every checkpoint anyway
 		policy = filesink.OnCheckpointPolicy{PartSize: partSize}
 	}
-	var dl committer.Backend
+	var dl driver.Backend
 	switch f.onBad {
 	case "fail":
 	case "skip":
@@ -578,7 +579,7 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 }
 
 // markers sets up the partition-complete markers of --success-file.
-func (f *runFlags) markers(j *job, be committer.Backend, assigner bucketing.Assigner, log *slog.Logger, set map[string]bool) error {
+func (f *runFlags) markers(j *job, be driver.Backend, assigner bucketing.Assigner, log *slog.Logger, set map[string]bool) error {
 	if !f.successFile {
 		if set["allowed-lateness"] {
 			return usageError("run: --allowed-lateness applies with --success-file only")

@@ -11,12 +11,12 @@ import (
 
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/localfs"
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/vfs"
 )
 
 // s3Flags are the settings of S3 sinks and state, shared by every command.
@@ -111,8 +111,8 @@ type target struct {
 	prefix   string
 	client   *s3api.Client
 	s3opts   []s3sink.Option
-	backend  committer.Backend
-	dead     committer.Backend
+	backend  driver.Backend
+	dead     driver.Backend
 	stateURI string // default state location
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 )
 
 // Part names of subtask 0 of the sink "part", run "r1"; ns0 is its Sweep
@@ -597,7 +598,7 @@ func testDescribe(t *testing.T, e *env) {
 }
 
 func testAuditorCheck(t *testing.T, e *env) {
-	a, ok := e.backend().(committer.Auditor)
+	a, ok := e.backend().(driver.Auditor)
 	if !ok {
 		t.Skip("backend lacks capability Auditor")
 	}

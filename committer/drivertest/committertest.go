@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 )
 
 // Harness gives the suite a backend over one store and a reader's view of
@@ -22,7 +22,7 @@ type Harness interface {
 	// Backend returns a backend over the harness's store. Every call must
 	// return a backend over the same store; a second call stands for a new
 	// process (a restart without a power loss).
-	Backend() committer.Backend
+	Backend() driver.Backend
 	// ReadTarget returns the content of the finished (published) file or
 	// object target, as a reader of the output would see it. A target that
 	// does not exist must give an error matching fs.ErrNotExist.
@@ -156,10 +156,10 @@ type env struct {
 	t   *testing.T
 	h   Harness
 	ctx context.Context
-	b   committer.Backend
+	b   driver.Backend
 }
 
-func (e *env) backend() committer.Backend {
+func (e *env) backend() driver.Backend {
 	if e.b == nil {
 		e.b = e.h.Backend()
 	}
@@ -194,7 +194,7 @@ func (e *env) tamper() Tamperer {
 	return tm
 }
 
-func (e *env) open(target string) committer.PartWriter {
+func (e *env) open(target string) driver.PartWriter {
 	e.t.Helper()
 	w, err := e.backend().Open(e.ctx, target)
 	if err != nil {
@@ -206,7 +206,7 @@ func (e *env) open(target string) committer.PartWriter {
 	return w
 }
 
-func (e *env) write(w committer.PartWriter, chunks ...[]byte) {
+func (e *env) write(w driver.PartWriter, chunks ...[]byte) {
 	e.t.Helper()
 	for _, p := range chunks {
 		before := w.Size()
@@ -220,7 +220,7 @@ func (e *env) write(w committer.PartWriter, chunks ...[]byte) {
 	}
 }
 
-func (e *env) persist(w committer.PartWriter) json.RawMessage {
+func (e *env) persist(w driver.PartWriter) json.RawMessage {
 	e.t.Helper()
 	size := w.Size()
 	r, err := w.Persist(e.ctx)
@@ -236,7 +236,7 @@ func (e *env) persist(w committer.PartWriter) json.RawMessage {
 	return r
 }
 
-func (e *env) closeForCommit(w committer.PartWriter) json.RawMessage {
+func (e *env) closeForCommit(w driver.PartWriter) json.RawMessage {
 	e.t.Helper()
 	p, err := w.CloseForCommit(e.ctx)
 	if err != nil {
@@ -248,7 +248,7 @@ func (e *env) closeForCommit(w committer.PartWriter) json.RawMessage {
 	return p
 }
 
-func (e *env) close(w committer.PartWriter) {
+func (e *env) close(w driver.PartWriter) {
 	e.t.Helper()
 	if err := w.Close(); err != nil {
 		e.t.Fatalf("Close: %v", err)
@@ -262,7 +262,7 @@ func (e *env) commit(p json.RawMessage) {
 	}
 }
 
-func (e *env) resume(r json.RawMessage, wantSize int64) committer.PartWriter {
+func (e *env) resume(r json.RawMessage, wantSize int64) driver.PartWriter {
 	e.t.Helper()
 	w, err := e.backend().Resume(e.ctx, r)
 	if err != nil {

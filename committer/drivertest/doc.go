@@ -1,4 +1,4 @@
-// Package drivertest is the conformance suite for [committer.Backend]
+// Package drivertest is the conformance suite for [driver.Backend]
 // implementations: one set of cases, run against the local filesystem, the
 // crash-simulating filesystem, S3 (MinIO) and every backend added later, in
 // the manner of go-cloud's blob/drivertest.
@@ -29,7 +29,7 @@
 //     data and delete or plant finished targets behind the backend's back,
 //     to drive the data-loss and no-clobber paths. Without it those cases
 //     are skipped naming "Tamper".
-//   - Auditor: a backend that also implements [committer.Auditor] gets its
+//   - Auditor: a backend that also implements [driver.Auditor] gets its
 //     Check method tested; others skip naming "Auditor".
 //
 // A skipped case is never a pass: run `go test -v` to see which capabilities
@@ -37,7 +37,7 @@
 //
 // # What the suite checks
 //
-// The rules of committer.Backend and committer.PartWriter, each a "must":
+// The rules of driver.Backend and driver.PartWriter, each a "must":
 // exactly the written bytes are published and nothing is visible before
 // Commit; Commit is idempotent and verified (ErrDataLoss when neither the
 // staging data nor a matching target exists, ErrAlreadyExists and no

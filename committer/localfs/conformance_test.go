@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/drivertest"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/vfs"
@@ -69,7 +69,7 @@ type crashState struct {
 	seed   *int64 // the next seed, shared by a case's clones
 }
 
-func (h *fsHarness) Backend() committer.Backend { return localfs.New(h.fsys, h.root, h.opts...) }
+func (h *fsHarness) Backend() driver.Backend { return localfs.New(h.fsys, h.root, h.opts...) }
 
 func (h *fsHarness) abs(rel string) string { return filepath.Join(h.root, filepath.FromSlash(rel)) }
 

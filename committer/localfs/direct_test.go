@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/vfs"
 )
@@ -42,7 +42,7 @@ func randomBytes(r *rand.Rand, n int) []byte {
 
 // writeAll writes each of sizes bytes of random data to pw and returns
 // them.
-func writeAll(t *testing.T, r *rand.Rand, pw committer.PartWriter, sizes ...int) []byte {
+func writeAll(t *testing.T, r *rand.Rand, pw driver.PartWriter, sizes ...int) []byte {
 	t.Helper()
 	var all []byte
 	for _, n := range sizes {
@@ -85,7 +85,7 @@ func TestDirectIO(t *testing.T) {
 	if supported && !localfs.InDirectMode(pw) {
 		t.Fatal("not in direct mode after writes of 700 KiB and more")
 	}
-	wait, err := pw.(committer.AsyncPersister).PersistAsync(ctx)
+	wait, err := pw.(driver.AsyncPersister).PersistAsync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestDirectIOBound(t *testing.T) {
 	for k, opts := range [][]localfs.Option{{localfs.WithDirectIO(true)}, {localfs.WithDirectIO(false)}, nil} {
 		on := k == 0
 		b := localfs.New(vfs.OS{}, filepath.Join(dir, strconv.Itoa(k)), opts...)
-		var pws []committer.PartWriter
+		var pws []driver.PartWriter
 		direct := 0
 		for i := range localfs.MaxDirect + 3 {
 			pw, err := b.Open(ctx, "part-"+strconv.Itoa(i)+".bin")

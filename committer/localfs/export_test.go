@@ -3,7 +3,7 @@ package localfs
 import (
 	"errors"
 
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/vfs"
 )
 
@@ -27,7 +27,7 @@ func RefuseDirect(b *Backend) {
 
 // InDirectMode reports whether pw, a part writer of this package, is in
 // direct mode.
-func InDirectMode(pw committer.PartWriter) bool { return pw.(*writer).dslot != nil }
+func InDirectMode(pw driver.PartWriter) bool { return pw.(*writer).dslot != nil }
 
 // MaxDirect is maxDirect.
 const MaxDirect = maxDirect

@@ -15,13 +15,14 @@ import (
 	"sync/atomic"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/vfs"
 )
 
 // StagingSuffix ends the name of every in-progress file.
 const StagingSuffix = ".inprogress"
 
-// Backend is a committer.Backend on a directory of a vfs.FS.
+// Backend is a driver.Backend on a directory of a vfs.FS.
 type Backend struct {
 	fs   vfs.FS
 	root string
@@ -63,8 +64,8 @@ func WithDirectIO(on bool) Option { return func(b *Backend) { b.direct = on } }
 const maxSyncs = 16
 
 var (
-	_ committer.Backend = (*Backend)(nil)
-	_ committer.Auditor = (*Backend)(nil)
+	_ driver.Backend = (*Backend)(nil)
+	_ driver.Auditor = (*Backend)(nil)
 )
 
 // New returns a backend publishing under root. fsys is usually vfs.OS{}
@@ -128,14 +129,14 @@ func parse(data json.RawMessage) (record, error) {
 	return r, nil
 }
 
-// Describe implements committer.Backend.
+// Describe implements driver.Backend.
 func (b *Backend) Describe(data json.RawMessage) (target, staging string, err error) {
 	r, err := parse(data)
 	return r.Target, r.Staging, err
 }
 
-// Open implements committer.Backend.
-func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter, error) {
+// Open implements driver.Backend.
+func (b *Backend) Open(ctx context.Context, target string) (driver.PartWriter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -213,8 +214,8 @@ func (b *Backend) syncDirs() error {
 	return nil
 }
 
-// Resume implements committer.Backend.
-func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (committer.PartWriter, error) {
+// Resume implements driver.Backend.
+func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (driver.PartWriter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -250,7 +251,7 @@ func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (commit
 	return &writer{b: b, f: f, canDirect: vfs.CanDirect(f), rec: r, dir: filepath.Dir(name), dirSynced: true}, nil
 }
 
-// Commit implements committer.Backend.
+// Commit implements driver.Backend.
 func (b *Backend) Commit(ctx context.Context, pending json.RawMessage) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -367,7 +368,7 @@ func (b *Backend) sameContent(x, y string) (bool, error) {
 	}
 }
 
-// Check implements committer.Auditor: nil when the target exists with the
+// Check implements driver.Auditor: nil when the target exists with the
 // recorded length and its staging file is gone.
 func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 	if err := ctx.Err(); err != nil {
@@ -390,7 +391,7 @@ func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 	return nil
 }
 
-// Scan implements committer.Auditor: it lists hidden in-progress files and
+// Scan implements driver.Auditor: it lists hidden in-progress files and
 // reports a visible file named like staging data (".inprogress").
 func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err error) {
 	err = b.walk(ctx, "", func(rel string, _ fs.DirEntry) error {
@@ -407,7 +408,7 @@ func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err err
 	return staging, problems, err
 }
 
-// Sweep implements committer.Backend.
+// Sweep implements driver.Backend.
 func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMessage) error {
 	keepSet := make(map[string]bool, len(keep))
 	for _, k := range keep {
@@ -432,7 +433,7 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 		return err
 	}
 	// Temporary files of this namespace's interrupted manifest puts.
-	dir := filepath.Join(b.root, committer.MetaDir, "manifests")
+	dir := filepath.Join(b.root, driver.MetaDir, "manifests")
 	ents, err := b.fs.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -497,8 +498,8 @@ func (b *Backend) walk(ctx context.Context, rel string, fn func(string, fs.DirEn
 	return nil
 }
 
-// writer is an in-progress part file: a committer.PartWriter and
-// committer.AsyncPersister. Not safe for concurrent use, except that the
+// writer is an in-progress part file: a driver.PartWriter and
+// driver.AsyncPersister. Not safe for concurrent use, except that the
 // fsync started by PersistAsync runs beside the other methods.
 type writer struct {
 	b *Backend
@@ -533,7 +534,7 @@ type writer struct {
 	dirSynced bool
 }
 
-var _ committer.AsyncPersister = (*writer)(nil)
+var _ driver.AsyncPersister = (*writer)(nil)
 
 func (w *writer) broken() error {
 	w.mu.Lock()
@@ -550,7 +551,7 @@ func (w *writer) fail(err error) error {
 	return w.err
 }
 
-// Write implements committer.PartWriter. Large writes go through the
+// Write implements driver.PartWriter. Large writes go through the
 // direct buffer (direct.go).
 func (w *writer) Write(p []byte) (int, error) {
 	if err := w.broken(); err != nil {
@@ -694,7 +695,7 @@ func (w *writer) syncData() error {
 	return nil
 }
 
-// PersistAsync implements committer.AsyncPersister: it records the length
+// PersistAsync implements driver.AsyncPersister: it records the length
 // written so far and starts the fsync on a goroutine of its own (at most
 // 16 per backend at once), so that writing goes on beside it. The returned
 // function waits for the fsync; a nil error from it means the recorded

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/vfs/crashfs"
@@ -652,7 +653,7 @@ var crashWorkloads = []crashWorkload{
 			return []*partRecord{{target: "b1/part-0-r1-1.txt"}, {target: "b2/c/part-0-r1-2.txt"}}
 		},
 		run: func(ctx context.Context, b *localfs.Backend, parts []*partRecord) error {
-			var ws []committer.PartWriter
+			var ws []driver.PartWriter
 			defer func() {
 				for _, w := range ws {
 					w.Close()
@@ -1079,9 +1080,9 @@ func TestPersistAsync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap, ok := pw.(committer.AsyncPersister)
+	ap, ok := pw.(driver.AsyncPersister)
 	if !ok {
-		t.Fatal("the localfs part writer is not a committer.AsyncPersister")
+		t.Fatal("the localfs part writer is not a driver.AsyncPersister")
 	}
 	if _, err := pw.Write([]byte("barrier|")); err != nil {
 		t.Fatal(err)

@@ -15,27 +15,28 @@ import (
 	"strings"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/vfs"
 )
 
 var (
-	_ committer.MetaStore  = (*Backend)(nil)
-	_ committer.FileLister = (*Backend)(nil)
+	_ driver.MetaStore  = (*Backend)(nil)
+	_ driver.FileLister = (*Backend)(nil)
 )
 
 func (b *Backend) metaPath(name string) (string, error) {
-	if err := committer.CheckMetaName(name); err != nil {
+	if err := driver.CheckMetaName(name); err != nil {
 		return "", fmt.Errorf("localfs: %w", err)
 	}
-	return filepath.Join(b.root, committer.MetaDir, filepath.FromSlash(name)), nil
+	return filepath.Join(b.root, driver.MetaDir, filepath.FromSlash(name)), nil
 }
 
-// MetaLocation implements committer.MetaStore.
+// MetaLocation implements driver.MetaStore.
 func (b *Backend) MetaLocation(name string) string {
-	return filepath.Join(b.root, committer.MetaDir, filepath.FromSlash(name))
+	return filepath.Join(b.root, driver.MetaDir, filepath.FromSlash(name))
 }
 
-// PutMeta implements committer.MetaStore: see put.
+// PutMeta implements driver.MetaStore: see put.
 func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	full, err := b.metaPath(name)
 	if err != nil {
@@ -44,9 +45,9 @@ func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	return b.put(ctx, full, data)
 }
 
-// PutFile implements committer.MetaStore: see put.
+// PutFile implements driver.MetaStore: see put.
 func (b *Backend) PutFile(ctx context.Context, target string, data []byte) error {
-	if err := committer.CheckHiddenName(target, checkTarget); err != nil {
+	if err := driver.CheckHiddenName(target, checkTarget); err != nil {
 		return fmt.Errorf("localfs: %w", err)
 	}
 	return b.put(ctx, b.abs(target), data)
@@ -92,7 +93,7 @@ func (b *Backend) put(ctx context.Context, full string, data []byte) error {
 	return nil
 }
 
-// GetMeta implements committer.MetaStore.
+// GetMeta implements driver.MetaStore.
 func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -104,7 +105,7 @@ func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
 	return vfs.ReadFile(b.fs, full)
 }
 
-// ListMeta implements committer.MetaStore; names starting with "." (the
+// ListMeta implements driver.MetaStore; names starting with "." (the
 // temporary files of interrupted puts) are not listed.
 func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
@@ -131,7 +132,7 @@ func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
 	return names, nil
 }
 
-// ListFiles implements committer.FileLister.
+// ListFiles implements driver.FileLister.
 func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int64) error) error {
 	return b.Walk(ctx, func(rel string, e fs.DirEntry) error {
 		if n := e.Name(); n[0] == '_' || n[0] == '.' {
@@ -145,7 +146,7 @@ func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int
 	})
 }
 
-// OpenFile implements committer.FileLister.
+// OpenFile implements driver.FileLister.
 func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -156,5 +157,5 @@ func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, e
 	return b.fs.Open(b.abs(target))
 }
 
-// FileLocation implements committer.FileLister.
+// FileLocation implements driver.FileLister.
 func (b *Backend) FileLocation(target string) string { return b.abs(target) }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/vfs"
 )
 
@@ -41,7 +42,7 @@ func TestMetaStore(t *testing.T) {
 		t.Fatalf("GetMeta of a missing object: %v", err)
 	}
 	// A temporary file left by a crashed put is not listed.
-	if err := os.WriteFile(filepath.Join(root, committer.MetaDir, "manifests", ".tmp-x-c.json"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, driver.MetaDir, "manifests", ".tmp-x-c.json"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	names, err := b.ListMeta(ctx, "manifests")
@@ -93,7 +94,7 @@ func TestMetaStore(t *testing.T) {
 func TestSweepRemovesInterruptedPuts(t *testing.T) {
 	root := t.TempDir()
 	b := New(vfs.OS{}, root)
-	mdir := filepath.Join(root, committer.MetaDir, "manifests")
+	mdir := filepath.Join(root, driver.MetaDir, "manifests")
 	files := map[string]bool{ // name -> removed by Sweep("part-0-")
 		filepath.Join(mdir, ".tmp-0a1b-00000000000000000002-part-0.json"): true,
 		filepath.Join(mdir, ".tmp-0a1c-00000000000000000002-part-1.json"): false, // another writer's

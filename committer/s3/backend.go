@@ -24,6 +24,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 )
 
 // StagingDir is the hidden directory, under the backend's prefix, that holds
@@ -44,7 +45,7 @@ const (
 	maxTailObjects = maxMerged + maxDeltas
 )
 
-// Backend is a committer.Backend and committer.Auditor on one prefix of an
+// Backend is a driver.Backend and driver.Auditor on one prefix of an
 // S3 bucket: every in-progress part file is a multipart upload, published by
 // CompleteMultipartUpload. Safe for concurrent use.
 type Backend struct {
@@ -70,8 +71,8 @@ type Backend struct {
 }
 
 var (
-	_ committer.Backend = (*Backend)(nil)
-	_ committer.Auditor = (*Backend)(nil)
+	_ driver.Backend = (*Backend)(nil)
+	_ driver.Auditor = (*Backend)(nil)
 )
 
 // New returns a backend publishing part files as objects
@@ -326,7 +327,7 @@ func (b *Backend) parse(data json.RawMessage, want string) (record, error) {
 	return r, nil
 }
 
-// Describe implements committer.Backend: the staging name is StagingName of
+// Describe implements driver.Backend: the staging name is StagingName of
 // the target, the same for the resumables and the pending of one part file.
 func (b *Backend) Describe(data json.RawMessage) (target, staging string, err error) {
 	r, err := b.parse(data, "")
@@ -346,12 +347,12 @@ type marker struct {
 	Created time.Time `json:"created"`
 }
 
-// Open implements committer.Backend. It checks that the target does not
+// Open implements driver.Backend. It checks that the target does not
 // exist (HEAD) while it claims the target by writing its upload marker
 // with If-None-Match: * (so a second Open of the same target fails, in
 // this process or another), then creates the multipart upload. Three
 // requests, two round trips.
-func (b *Backend) Open(ctx context.Context, target string) (committer.PartWriter, error) {
+func (b *Backend) Open(ctx context.Context, target string) (driver.PartWriter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -532,12 +533,12 @@ func checkParts(recorded []partRec, listed map[int32]s3types.Part) string {
 
 func unquote(etag string) string { return strings.Trim(etag, "\"") }
 
-// Resume implements committer.Backend: the upload must exist with every
+// Resume implements driver.Backend: the upload must exist with every
 // recorded part (ListParts), and the tail object must hold the recorded
 // bytes; it is read back into a new spill file and never deleted (a second
 // restore from the same checkpoint needs it again). Parts numbered above the
 // recorded ones are overwritten by the resumed writer and never completed.
-func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (committer.PartWriter, error) {
+func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (driver.PartWriter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -566,7 +567,7 @@ func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (commit
 	return w, nil
 }
 
-// Commit implements committer.Backend: CompleteMultipartUpload of exactly
+// Commit implements driver.Backend: CompleteMultipartUpload of exactly
 // the recorded parts with If-None-Match: *. See the package documentation
 // for how an upload that is gone or a target that exists is resolved.
 func (b *Backend) Commit(ctx context.Context, pending json.RawMessage) error {
@@ -814,7 +815,7 @@ func crcBase64(c uint32) *string {
 	return aws.String(base64.StdEncoding.EncodeToString(b[:]))
 }
 
-// Check implements committer.Auditor: nil when the upload of pending is gone
+// Check implements driver.Auditor: nil when the upload of pending is gone
 // and its object exists exactly as recorded (length, id, ETag or checksum).
 func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 	if err := ctx.Err(); err != nil {

@@ -16,7 +16,7 @@ import (
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/drivertest"
 	"github.com/filesink/filesink/internal/testutil/miniotest"
 )
@@ -64,7 +64,7 @@ func newHarness(t testing.TB, srv *miniotest.Server, bucket string, opts ...Opti
 	}
 }
 
-func (h *harness) Backend() committer.Backend { return h.backend() }
+func (h *harness) Backend() driver.Backend { return h.backend() }
 
 func (h *harness) backend(extra ...Option) *Backend {
 	h.t.Helper()

@@ -1,5 +1,5 @@
 // Package s3 publishes the file sink's part files to S3 and S3-compatible
-// stores (AWS S3, MinIO) exactly once: a committer.Backend in which every
+// stores (AWS S3, MinIO) exactly once: a driver.Backend in which every
 // in-progress part file is a recoverable multipart upload, published by
 // CompleteMultipartUpload, and a recovery.Store that keeps checkpoint
 // records as objects. It follows Flink's S3 RecoverableWriter and avoids
@@ -49,7 +49,7 @@
 // process and written to the socket; over TLS the bytes pass through the
 // process.
 //
-// A checkpoint's persist runs in two steps (committer.AsyncPersister): at
+// A checkpoint's persist runs in two steps (driver.AsyncPersister): at
 // the barrier, PersistAsync starts making the bytes written so far durable
 // and returns at once, and the writer goes on spilling and uploading the
 // next bytes; the function it returns waits until the barrier's bytes are
@@ -77,7 +77,7 @@
 // last part, which may be smaller than 5 MiB.
 //
 // A part file has at most 10,000 parts (WithMaxParts lowers that for
-// tests). The writer implements committer.Limited: MustRoll turns true
+// tests). The writer implements driver.Limited: MustRoll turns true
 // while the last allowed part is being filled, and the file sink rolls the
 // part file; bytes written to that part before the roll make it grow past
 // the part size (up to S3's 5 GiB per part).

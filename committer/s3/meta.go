@@ -14,25 +14,26 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 )
 
 var (
-	_ committer.MetaStore  = (*Backend)(nil)
-	_ committer.FileLister = (*Backend)(nil)
+	_ driver.MetaStore  = (*Backend)(nil)
+	_ driver.FileLister = (*Backend)(nil)
 )
 
 // metaKey is the object key of a metadata name.
 func (b *Backend) metaKey(name string) (string, error) {
-	if err := committer.CheckMetaName(name); err != nil {
+	if err := driver.CheckMetaName(name); err != nil {
 		return "", fmt.Errorf("s3: %w", err)
 	}
-	return b.key(committer.MetaDir + "/" + name), nil
+	return b.key(driver.MetaDir + "/" + name), nil
 }
 
-// MetaLocation implements committer.MetaStore.
-func (b *Backend) MetaLocation(name string) string { return b.url(committer.MetaDir + "/" + name) }
+// MetaLocation implements driver.MetaStore.
+func (b *Backend) MetaLocation(name string) string { return b.url(driver.MetaDir + "/" + name) }
 
-// PutMeta implements committer.MetaStore: a PutObject with If-None-Match:
+// PutMeta implements driver.MetaStore: a PutObject with If-None-Match:
 // * (a HEAD first on a store without conditional writes); an existing
 // object is read back and compared.
 func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
@@ -43,9 +44,9 @@ func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	return b.put(ctx, key, data)
 }
 
-// PutFile implements committer.MetaStore, as PutMeta does.
+// PutFile implements driver.MetaStore, as PutMeta does.
 func (b *Backend) PutFile(ctx context.Context, target string, data []byte) error {
-	if err := committer.CheckHiddenName(target, checkTarget); err != nil {
+	if err := driver.CheckHiddenName(target, checkTarget); err != nil {
 		return fmt.Errorf("s3: %w", err)
 	}
 	return b.put(ctx, b.key(target), data)
@@ -69,7 +70,7 @@ func (b *Backend) put(ctx context.Context, key string, data []byte) error {
 	return err
 }
 
-// GetMeta implements committer.MetaStore.
+// GetMeta implements driver.MetaStore.
 func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
 	key, err := b.metaKey(name)
 	if err != nil {
@@ -90,12 +91,12 @@ func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
 	return data, nil
 }
 
-// ListMeta implements committer.MetaStore.
+// ListMeta implements driver.MetaStore.
 func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
 	return b.listMeta(ctx, dir, "")
 }
 
-// ListMetaAfter implements committer.MetaListerAfter.
+// ListMetaAfter implements driver.MetaListerAfter.
 func (b *Backend) ListMetaAfter(ctx context.Context, dir, after string) ([]string, error) {
 	return b.listMeta(ctx, dir, after)
 }
@@ -126,7 +127,7 @@ func (b *Backend) listMeta(ctx context.Context, dir, after string) ([]string, er
 	return names, nil
 }
 
-// ListFiles implements committer.FileLister: every object under the
+// ListFiles implements driver.FileLister: every object under the
 // prefix whose path has no component starting with "_" or "." (staging,
 // metadata and the checkpoint store live under such names).
 func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int64) error) error {
@@ -145,7 +146,7 @@ func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int
 	})
 }
 
-// OpenFile implements committer.FileLister.
+// OpenFile implements driver.FileLister.
 func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, error) {
 	key := b.key(target)
 	out, err := b.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &b.bucket, Key: &key}, b.call())
@@ -158,5 +159,5 @@ func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, e
 	return out.Body, nil
 }
 
-// FileLocation implements committer.FileLister.
+// FileLocation implements driver.FileLister.
 func (b *Backend) FileLocation(target string) string { return b.url(target) }

@@ -20,6 +20,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 )
 
 const mib = 1 << 20
@@ -57,7 +58,7 @@ func open(t *testing.T, b *Backend, target string) *writer {
 	return w.(*writer)
 }
 
-func write(t *testing.T, w committer.PartWriter, p ...[]byte) {
+func write(t *testing.T, w driver.PartWriter, p ...[]byte) {
 	t.Helper()
 	for _, c := range p {
 		if n, err := w.Write(c); err != nil || n != len(c) {
@@ -66,7 +67,7 @@ func write(t *testing.T, w committer.PartWriter, p ...[]byte) {
 	}
 }
 
-func persist(t *testing.T, w committer.PartWriter) (json.RawMessage, record) {
+func persist(t *testing.T, w driver.PartWriter) (json.RawMessage, record) {
 	t.Helper()
 	r, err := w.Persist(t.Context())
 	if err != nil {
@@ -79,7 +80,7 @@ func persist(t *testing.T, w committer.PartWriter) (json.RawMessage, record) {
 	return r, rec
 }
 
-func closeForCommit(t *testing.T, w committer.PartWriter) (json.RawMessage, record) {
+func closeForCommit(t *testing.T, w driver.PartWriter) (json.RawMessage, record) {
 	t.Helper()
 	p, err := w.CloseForCommit(t.Context())
 	if err != nil {

@@ -125,7 +125,7 @@ func (b *Backend) uploadsOf(ctx context.Context, key string) ([]s3types.Multipar
 	return out, err
 }
 
-// Sweep implements committer.Backend. For every part file of namespace with
+// Sweep implements driver.Backend. For every part file of namespace with
 // staging data (an upload marker, tail objects, or an upload listed under
 // the prefix), it aborts the multipart uploads that no entry of keep
 // references, deletes the tail objects that no entry of keep references,
@@ -330,7 +330,7 @@ func (b *Backend) AbortUpload(ctx context.Context, key, uploadID string) error {
 	return nil
 }
 
-// Scan implements committer.Auditor: the staging names present (part files
+// Scan implements driver.Auditor: the staging names present (part files
 // with an upload marker, tail objects or an upload listed under the prefix,
 // as Describe names them), and problems: objects in the staging directory
 // that this package did not name, and objects outside it named like staging

@@ -18,12 +18,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
-
-	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 )
 
-// writer is one multipart upload: a committer.PartWriter,
-// committer.AsyncPersister and committer.Limited. Not safe for concurrent
+// writer is one multipart upload: a driver.PartWriter,
+// driver.AsyncPersister and driver.Limited. Not safe for concurrent
 // use, except that the function PersistAsync returns may run beside the
 // other methods; its part uploads and tail puts run on their own
 // goroutines.
@@ -78,9 +77,9 @@ const (
 )
 
 var (
-	_ committer.PartWriter     = (*writer)(nil)
-	_ committer.AsyncPersister = (*writer)(nil)
-	_ committer.Limited        = (*writer)(nil)
+	_ driver.PartWriter     = (*writer)(nil)
+	_ driver.AsyncPersister = (*writer)(nil)
+	_ driver.Limited        = (*writer)(nil)
 )
 
 func newWriter(b *Backend, r record) *writer {
@@ -278,7 +277,7 @@ func (w *writer) room() int64 {
 	return w.b.o.partSize - n
 }
 
-// Write implements committer.PartWriter: bytes go to the spill file; every
+// Write implements driver.PartWriter: bytes go to the spill file; every
 // full part is uploaded in the background. It blocks while the writer's
 // limit of part uploads is in flight.
 func (w *writer) Write(p []byte) (int, error) {
@@ -317,10 +316,10 @@ func (w *writer) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// Size implements committer.PartWriter.
+// Size implements driver.PartWriter.
 func (w *writer) Size() int64 { return w.size }
 
-// MustRoll implements committer.Limited: true once the part being filled is
+// MustRoll implements driver.Limited: true once the part being filled is
 // the last one the upload may have.
 func (w *writer) MustRoll() bool { return int(w.next) >= w.b.o.maxParts }
 
@@ -460,7 +459,7 @@ func (w *writer) partsUpTo(n int32) []partRec {
 	return ps
 }
 
-// Persist implements committer.PartWriter: PersistAsync, then its wait.
+// Persist implements driver.PartWriter: PersistAsync, then its wait.
 func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
 	wait, err := w.PersistAsync(ctx)
 	if err != nil {
@@ -469,7 +468,7 @@ func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
 	return wait(ctx)
 }
 
-// PersistAsync implements committer.AsyncPersister. It uploads the bytes
+// PersistAsync implements driver.AsyncPersister. It uploads the bytes
 // after the last part as a part when they reach MinPartSize, and otherwise
 // stores the bytes written since the last persist as a tail object (see
 // the tail object policy); both run in the background. The returned
@@ -669,7 +668,7 @@ func (w *writer) loadTail(ctx context.Context, r record) error {
 	return nil
 }
 
-// CloseForCommit implements committer.PartWriter: it waits for the part
+// CloseForCommit implements driver.PartWriter: it waits for the part
 // uploads in flight and uploads the bytes after the last part as the last
 // part (an empty part file is one empty part). A nil error means every
 // byte is in the upload and the pending names exactly its parts.
@@ -707,7 +706,7 @@ func (w *writer) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
 	return data, nil
 }
 
-// Close implements committer.PartWriter: it stops the part uploads in
+// Close implements driver.PartWriter: it stops the part uploads in
 // flight, waits for the tail puts of persists (their results may still be
 // awaited by a concurrent PersistAsync wait), and removes the spill files. The upload and the tail objects stay:
 // a checkpoint may reference them (the sweep removes orphans).

@@ -13,12 +13,13 @@ import (
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
@@ -166,7 +167,7 @@ func Check(fsys vfs.FS, count int64, readers ...FileReader) []string {
 	// Where the job committed through a coordinator (which writes
 	// manifests), the manifests list exactly the visible files, with their
 	// sizes and checksums, and no source record twice.
-	if _, err := fsys.Stat(path.Join(Out, committer.MetaDir, filesink.ManifestDir)); err == nil {
+	if _, err := fsys.Stat(path.Join(Out, driver.MetaDir, filesink.ManifestDir)); err == nil {
 		vs, err := filesink.Auditor{Output: localfs.New(fsys, Out)}.Audit(context.Background())
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("manifest audit: %v", err))

@@ -1,4 +1,4 @@
-package committer
+package driver
 
 import (
 	"fmt"
