@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/vfs"
 )
 
 // world is what survives a crash: the published output.

@@ -38,9 +38,9 @@ import (
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
 )
 
 const (

@@ -19,11 +19,11 @@ import (
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/internal/testutil/testjob"
-	"github.com/filesink/filesink/vfs"
-	"github.com/filesink/filesink/vfs/crashfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
+	"github.com/filesink/filesink/vfs/crashfs"
 )
 
 // env is a job's output and checkpoint store on one filesystem.

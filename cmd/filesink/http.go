@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/filesink/filesink/sinks/async"
-	"github.com/filesink/filesink/sinks/httpsink"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/sinks/async"
+	"github.com/filesink/filesink/sinks/httpsink"
 )
 
 // HTTP sinks: http://HOST:PORT/PATH or https://..., batches of NDJSON

@@ -17,9 +17,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/source/kafka"
+	"github.com/filesink/filesink/vfs"
 )
 
 // MySQL sinks: mysql://DSN, where DSN is a go-sql-driver DSN such as

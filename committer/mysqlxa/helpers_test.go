@@ -15,9 +15,9 @@ import (
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/internal/testutil/mariadbtest"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
 )
 
 // env is one test's world: a database with a counters table, a checkpoint

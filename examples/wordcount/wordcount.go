@@ -24,11 +24,11 @@ import (
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/kafka"
+	"github.com/filesink/filesink/vfs"
 )
 
 // MaxWordLen is the length of the word column, in characters; longer words

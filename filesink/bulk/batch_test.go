@@ -14,8 +14,8 @@ import (
 
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
 )
 
 // batchesOf converts JSON records to Arrow record batches of size rows.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
 )
 
 // A Parquet part rolls near the policy's part size: the rows its writer

@@ -16,9 +16,9 @@ import (
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/filesink/bulk"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
 	pgo "github.com/parquet-go/parquet-go"
 )
 

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/source"
 )
 

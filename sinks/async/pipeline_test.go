@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/filesink/filesink/sinks/async"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
 )
 
 type job struct {

@@ -57,11 +57,11 @@ import (
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/internal/testutil/kafkatest"
-	"github.com/filesink/filesink/vfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/kafka"
+	"github.com/filesink/filesink/vfs"
 )
 
 const (

@@ -17,11 +17,11 @@ import (
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
-	"github.com/filesink/filesink/vfs"
-	"github.com/filesink/filesink/vfs/crashfs"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
+	"github.com/filesink/filesink/vfs/crashfs"
 )
 
 // values gathers m's registry: metric name (with labels as

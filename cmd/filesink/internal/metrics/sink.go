@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/source"
 )
 
