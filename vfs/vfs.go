@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // File is an open file.
@@ -142,58 +140,11 @@ func (OS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, per
 // ReadDir implements FS.
 func (OS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
 
-// SyncDir implements FS.
-func (OS) SyncDir(name string) error {
-	d, err := os.Open(name)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return &fs.PathError{Op: "syncdir", Path: name, Err: err}
-	}
-	return nil
-}
-
-// RenameNoReplace implements FS with renameat2(RENAME_NOREPLACE); where the
-// filesystem does not support it, it falls back to link(2) + unlink(2),
-// which also never replaces an existing name. It never calls rename(2).
-func (OS) RenameNoReplace(oldname, newname string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, oldname, unix.AT_FDCWD, newname, unix.RENAME_NOREPLACE)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
-		return &os.LinkError{Op: "renameat2", Old: oldname, New: newname, Err: err}
-	}
+// linkUnlink publishes oldname as newname without replacing it: link fails
+// with an error matching fs.ErrExist when newname exists.
+func linkUnlink(oldname, newname string) error {
 	if err := os.Link(oldname, newname); err != nil {
 		return err
 	}
-	if err := os.Remove(oldname); err != nil {
-		return err
-	}
-	return nil
-}
-
-// StartWriteback asks the kernel to start writing the bytes [off, off+n)
-// of f to disk without waiting (Linux sync_file_range with
-// SYNC_FILE_RANGE_WRITE), so that a later Sync has less to flush, as
-// RocksDB's and Pebble's bytes-per-sync do. It is a hint: it promises no
-// durability, is a no-op for files other than the OS's, and its errors are
-// ignored.
-func StartWriteback(f File, off, n int64) {
-	osf, ok := f.(*os.File)
-	if !ok || n <= 0 {
-		return
-	}
-	rc, err := osf.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) {
-		_ = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
-	})
+	return os.Remove(oldname)
 }

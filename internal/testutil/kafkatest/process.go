@@ -2,17 +2,16 @@ package kafkatest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/filesink/filesink/internal/testutil/proc"
 )
 
 // BrokerPackage is the import path of the kfakebroker command.
@@ -38,10 +37,8 @@ func BuildBroker(tb testing.TB) string {
 type BrokerProcess struct {
 	// Addr is the broker's host:port.
 	Addr string
-	cmd  *exec.Cmd
-	done chan struct{}
-	mu   sync.Mutex
-	errb bytes.Buffer
+	proc *proc.Process
+	errb *proc.Tail
 }
 
 // StartBroker runs the kfakebroker binary bin (see BuildBroker) on a free
@@ -54,19 +51,16 @@ func StartBroker(tb testing.TB, bin string, topics []Topic, flags ...string) *Br
 		args = append(args, "-topic", fmt.Sprintf("%s:%d", t.Name, t.Partitions))
 	}
 	args = append(args, flags...)
-	p := &BrokerProcess{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Stderr = &lockedWriter{mu: &p.mu, w: &p.errb}
-	stdout, err := p.cmd.StdoutPipe()
+	p := &BrokerProcess{errb: &proc.Tail{Max: stderrKept}}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = p.errb
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
-		tb.Fatalf("kafkatest: start %s: %v", bin, err)
+	if p.proc, err = proc.Start(cmd); err != nil {
+		tb.Fatalf("kafkatest: %v", err)
 	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
 	tb.Cleanup(p.Kill)
 	addr := make(chan string, 1)
 	go func() {
@@ -79,7 +73,7 @@ func StartBroker(tb testing.TB, bin string, topics []Topic, flags ...string) *Br
 	select {
 	case a := <-addr:
 		if a == "" {
-			<-p.done
+			<-p.proc.Done()
 			tb.Fatalf("kafkatest: %s %v exited without an address: %s", bin, args, p.stderr())
 		}
 		p.Addr = a
@@ -91,32 +85,12 @@ func StartBroker(tb testing.TB, bin string, topics []Topic, flags ...string) *Br
 
 // Kill kills the broker with SIGKILL and waits for it to exit. Calling it
 // again does nothing.
-func (p *BrokerProcess) Kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(os.Kill)
-	<-p.done
-}
+func (p *BrokerProcess) Kill() { p.proc.Kill() }
 
 // Done is closed when the process has exited.
-func (p *BrokerProcess) Done() <-chan struct{} { return p.done }
+func (p *BrokerProcess) Done() <-chan struct{} { return p.proc.Done() }
 
-func (p *BrokerProcess) stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.errb.String()
-}
+func (p *BrokerProcess) stderr() string { return p.errb.String(stderrKept) }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
+// stderrKept is how much of a broker's standard error a failure shows.
+const stderrKept = 64 << 10

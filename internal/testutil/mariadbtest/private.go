@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/filesink/filesink/internal/testutil/proc"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -34,13 +34,7 @@ type private struct {
 	port     int
 
 	mu   sync.Mutex
-	proc *process
-}
-
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	proc *proc.Process
 }
 
 // Binaries returns the paths of mariadbd and mariadb-install-db, looked up on
@@ -170,15 +164,12 @@ func (p *private) start() error {
 		"--skip-name-resolve",
 	}, tuning...)
 	cmd := exec.Command(p.mariadbd, args...)
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", p.mariadbd, err)
+	child, err := proc.Start(cmd)
+	if err != nil {
+		return err
 	}
-	proc := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { proc.err = cmd.Wait(); close(proc.done) }()
-	if err := p.waitReady(proc); err != nil {
-		_ = cmd.Process.Kill()
-		<-proc.done
+	if err := p.waitReady(child); err != nil {
+		child.Kill()
 		log, _ := os.ReadFile(p.errorLog())
 		msg := fmt.Sprintf("mariadbd on port %d did not start: %v\n--- error log (tail) ---\n%s", p.port, err, tailOf(log, 4096))
 		if strings.Contains(string(tailOf(log, 4096)), "Address already in use") {
@@ -186,11 +177,11 @@ func (p *private) start() error {
 		}
 		return errors.New(msg)
 	}
-	p.proc = proc
+	p.proc = child
 	return nil
 }
 
-func (p *private) waitReady(proc *process) error {
+func (p *private) waitReady(child *proc.Process) error {
 	c := mysql.NewConfig()
 	c.User, c.Net = "root", "tcp"
 	c.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
@@ -207,8 +198,8 @@ func (p *private) waitReady(proc *process) error {
 			return nil
 		}
 		select {
-		case <-proc.done:
-			return fmt.Errorf("exited: %v", proc.err)
+		case <-child.Done():
+			return fmt.Errorf("exited: %v", child.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -234,12 +225,11 @@ func (s *Server) mustPrivate() *private {
 func (s *Server) Kill9() {
 	p := s.mustPrivate()
 	p.mu.Lock()
-	proc := p.proc
+	child := p.proc
 	p.proc = nil
 	p.mu.Unlock()
-	if proc != nil {
-		_ = proc.cmd.Process.Kill()
-		<-proc.done
+	if child != nil {
+		child.Kill()
 	}
 }
 
@@ -248,20 +238,11 @@ func (s *Server) Kill9() {
 func (s *Server) Stop() {
 	p := s.mustPrivate()
 	p.mu.Lock()
-	proc := p.proc
+	child := p.proc
 	p.proc = nil
 	p.mu.Unlock()
-	if proc == nil {
-		return
-	}
-	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		_ = proc.cmd.Process.Kill()
-	}
-	select {
-	case <-proc.done:
-	case <-time.After(stopGrace):
-		_ = proc.cmd.Process.Kill()
-		<-proc.done
+	if child != nil {
+		child.Stop(stopGrace)
 	}
 }
 
@@ -295,10 +276,5 @@ func (s *Server) Running() bool {
 	if s.priv.proc == nil {
 		return false
 	}
-	select {
-	case <-s.priv.proc.done:
-		return false
-	default:
-		return true
-	}
+	return !s.priv.proc.Exited()
 }

@@ -15,13 +15,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/filesink/filesink/internal/testutil/proc"
 )
 
 const (
@@ -146,15 +146,8 @@ type Server struct {
 	seq atomic.Uint64 // bucket names
 
 	mu   sync.Mutex
-	proc *process // nil when stopped
-	out  *tail    // output of the last process started
-}
-
-type process struct {
-	cmd  *exec.Cmd
-	out  *tail
-	done chan struct{} // closed when the process has exited
-	err  error         // cmd.Wait's result, once done is closed
+	proc *proc.Process // nil when stopped
+	out  *proc.Tail    // output of the last process started
 }
 
 // Start starts a private MinIO server with a data dir under t.TempDir(),
@@ -231,19 +224,14 @@ func (s *Server) start() error {
 		"MINIO_BROWSER=off",
 		"MINIO_UPDATE=off",
 	)
-	out := &tail{}
+	out := &proc.Tail{Max: tailBytes}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", s.bin, err)
+	p, err := proc.Start(cmd)
+	if err != nil {
+		return err
 	}
-	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	if err := s.waitHealthy(p); err != nil {
-		p.kill()
+		p.Kill()
 		msg := fmt.Sprintf("MinIO (%s) on %s did not start: %v\n--- MinIO output (tail) ---\n%s",
 			strings.Join(cmd.Args, " "), s.addr, err, out.String(tailShown))
 		if strings.Contains(strings.ToLower(out.String(tailBytes)), "already in use") {
@@ -269,7 +257,7 @@ func environ() []string {
 
 // waitHealthy polls /minio/health/live until it answers 200, then a signed
 // ListBuckets until it succeeds (IAM and the object layer are ready).
-func (s *Server) waitHealthy(p *process) error {
+func (s *Server) waitHealthy(p *proc.Process) error {
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
@@ -301,31 +289,12 @@ func (s *Server) waitHealthy(p *process) error {
 			last = fmt.Errorf("ListBuckets: %w", err)
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("exited: %v", p.err)
+		case <-p.Done():
+			return fmt.Errorf("exited: %v", p.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("not healthy after %v (last: %v)", StartTimeout, last)
 		case <-time.After(50 * time.Millisecond):
 		}
-	}
-}
-
-// kill sends SIGKILL and waits for the exit.
-func (p *process) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-// stop sends SIGTERM, waits up to stopGrace, then kills.
-func (p *process) stop() {
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		p.kill()
-		return
-	}
-	select {
-	case <-p.done:
-	case <-time.After(stopGrace):
-		p.kill()
 	}
 }
 
@@ -338,7 +307,7 @@ func (s *Server) Stop() {
 	s.proc = nil
 	s.mu.Unlock()
 	if p != nil {
-		p.stop()
+		p.Stop(stopGrace)
 	}
 }
 
@@ -350,7 +319,7 @@ func (s *Server) Kill() {
 	s.proc = nil
 	s.mu.Unlock()
 	if p != nil {
-		p.kill()
+		p.Kill()
 	}
 }
 
@@ -380,12 +349,7 @@ func (s *Server) Running() bool {
 	if s.proc == nil {
 		return false
 	}
-	select {
-	case <-s.proc.done:
-		return false
-	default:
-		return true
-	}
+	return !s.proc.Exited()
 }
 
 // PID returns the process id of the running server, or 0 when it is
@@ -393,10 +357,10 @@ func (s *Server) Running() bool {
 func (s *Server) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil || s.proc.cmd.Process == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.proc.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // Output returns the last bytes (up to 64 KiB) the server process, or the
@@ -490,31 +454,4 @@ func (s *Server) bucketName(testName string) string {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	return fmt.Sprintf("t-%s%d-%s", b.String(), s.seq.Add(1), hex.EncodeToString(rnd[:]))
-}
-
-// tail keeps the last tailBytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - tailBytes; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-// String returns up to the last n bytes.
-func (t *tail) String(n int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.buf
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }

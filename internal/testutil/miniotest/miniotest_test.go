@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/filesink/filesink/internal/testutil/proc"
 )
 
 var minio Pool
@@ -233,7 +234,7 @@ func TestPoolWithoutBinary(t *testing.T) {
 }
 
 func TestTail(t *testing.T) {
-	var tl tail
+	tl := &proc.Tail{Max: tailBytes}
 	big := bytes.Repeat([]byte("x"), tailBytes)
 	tl.Write(big)
 	tl.Write([]byte("END"))

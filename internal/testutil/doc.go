@@ -1,0 +1,9 @@
+// Package testutil holds nothing itself: its sub-packages are the test
+// harnesses, imported by tests only (internal/layout checks it):
+// miniotest (a throwaway MinIO server per test package), mariadbtest (the
+// machine's MariaDB and private mariadbd processes for kill -9 cases),
+// kafkatest (kfake brokers, in process and as processes), faultproxy (an
+// HTTP proxy that injects S3 faults in front of MinIO), testjob (small jobs
+// and output checks for crash tests) and proc (the process supervisor the
+// others share).
+package testutil
