@@ -29,108 +29,123 @@ func (f *FS) CrashCloneSynced() *FS {
 func (f *FS) crashClone(rng *rand.Rand) *FS {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-
-	// Every inode that may appear after the crash, in an order fixed by the
-	// state alone (names sorted), so that a seed gives one result.
-	var (
-		order []*inode
-		seen  = map[*inode]bool{}
-	)
-	visit := func(n *inode) {
-		if n != nil && !seen[n] {
-			seen[n] = true
-			order = append(order, n)
+	c := &cloner{rng: rng, seen: map[*inode]bool{}, cut: map[*inode]int{}}
+	c.collect(f.root)
+	c.cutLogs()
+	// Files: the synced data plus a prefix of the pending operations.
+	c.content = map[*inode][]byte{}
+	for _, n := range c.order {
+		if !n.dir {
+			c.content[n] = crashData(n, rng)
 		}
 	}
-	visit(f.root)
-	for i := 0; i < len(order); i++ {
-		n := order[i]
+	c.clones, c.onPath = map[*inode]*inode{}, map[*inode]bool{}
+	return &FS{root: c.build(f.root)}
+}
+
+// cloner holds the state of one crashClone.
+type cloner struct {
+	rng *rand.Rand
+	// order is every inode that may appear after the crash, in an order
+	// fixed by the state alone (names sorted), so that a seed gives one
+	// result.
+	order   []*inode
+	seen    map[*inode]bool
+	cut     map[*inode]int // directory -> how many of its pending changes survive
+	content map[*inode][]byte
+	clones  map[*inode]*inode
+	onPath  map[*inode]bool // directories on the path being built
+}
+
+func (c *cloner) visit(n *inode) {
+	if n != nil && !c.seen[n] {
+		c.seen[n] = true
+		c.order = append(c.order, n)
+	}
+}
+
+// collect visits every inode reachable from root through live entries,
+// synced entries or pending changes.
+func (c *cloner) collect(root *inode) {
+	c.visit(root)
+	for i := 0; i < len(c.order); i++ {
+		n := c.order[i]
 		if !n.dir {
 			continue
 		}
 		for _, name := range slices.Sorted(maps.Keys(n.children)) {
-			visit(n.children[name])
+			c.visit(n.children[name])
 		}
 		for _, name := range slices.Sorted(maps.Keys(n.syncedChildren)) {
-			visit(n.syncedChildren[name])
+			c.visit(n.syncedChildren[name])
 		}
-		for _, c := range n.log {
-			visit(c.node)
+		for _, ch := range n.log {
+			c.visit(ch.node)
 		}
 	}
+}
 
-	// Directories: a random prefix of each pending log, widened until every
-	// rename is in all or none of its directories.
-	cut := map[*inode]int{}
-	for _, n := range order {
+// cutLogs chooses, for each directory, a random prefix of its pending log,
+// widened until every rename is in all or none of its directories.
+func (c *cloner) cutLogs() {
+	for _, n := range c.order {
 		if n.dir && len(n.log) > 0 {
-			cut[n] = prefixLen(rng, len(n.log))
+			c.cut[n] = prefixLen(c.rng, len(n.log))
 		}
 	}
 	for changed := true; changed; {
 		changed = false
-		for _, n := range order {
+		for _, n := range c.order {
 			if !n.dir {
 				continue
 			}
-			for _, c := range n.log[:cut[n]] {
-				if c.link == nil {
+			for _, ch := range n.log[:c.cut[n]] {
+				if ch.link == nil {
 					continue
 				}
-				for _, o := range c.link.dirs {
-					if i := lastLinked(o.log, c.link); i+1 > cut[o] {
-						cut[o] = i + 1
-						visit(o) // an unreachable directory may still chain renames
+				for _, o := range ch.link.dirs {
+					if i := lastLinked(o.log, ch.link); i+1 > c.cut[o] {
+						c.cut[o] = i + 1
+						c.visit(o) // an unreachable directory may still chain renames
 						changed = true
 					}
 				}
 			}
 		}
 	}
+}
 
-	// Files: the synced data plus a prefix of the pending operations.
-	content := map[*inode][]byte{}
-	for _, n := range order {
-		if !n.dir {
-			content[n] = crashData(n, rng)
-		}
+// build makes the clone of n and, for a directory, of its entries after
+// the crash. A directory entry that would close a cycle (possible only
+// through unsynced directory renames) is dropped.
+func (c *cloner) build(n *inode) *inode {
+	if cl := c.clones[n]; cl != nil {
+		return cl
 	}
-
-	// Build the new tree from the root. A directory entry that would close
-	// a cycle (possible only through unsynced directory renames) is dropped.
-	clones := map[*inode]*inode{}
-	onPath := map[*inode]bool{}
-	var build func(n *inode) *inode
-	build = func(n *inode) *inode {
-		if c := clones[n]; c != nil {
-			return c
-		}
-		if !n.dir {
-			data := content[n]
-			c := &inode{perm: n.perm, data: data, synced: slices.Clone(data)}
-			clones[n] = c
-			return c
-		}
-		c := newDir(n.perm)
-		clones[n] = c
-		onPath[n] = true
-		entries := maps.Clone(n.syncedChildren)
-		for _, ch := range n.log[:cut[n]] {
-			applyChange(entries, ch)
-		}
-		for _, name := range slices.Sorted(maps.Keys(entries)) {
-			child := entries[name]
-			if onPath[child] {
-				continue
-			}
-			cc := build(child)
-			c.children[name] = cc
-			c.syncedChildren[name] = cc
-		}
-		onPath[n] = false
-		return c
+	if !n.dir {
+		data := c.content[n]
+		cl := &inode{perm: n.perm, data: data, synced: slices.Clone(data)}
+		c.clones[n] = cl
+		return cl
 	}
-	return &FS{root: build(f.root)}
+	cl := newDir(n.perm)
+	c.clones[n] = cl
+	c.onPath[n] = true
+	entries := maps.Clone(n.syncedChildren)
+	for _, ch := range n.log[:c.cut[n]] {
+		applyChange(entries, ch)
+	}
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		child := entries[name]
+		if c.onPath[child] {
+			continue
+		}
+		cc := c.build(child)
+		cl.children[name] = cc
+		cl.syncedChildren[name] = cc
+	}
+	c.onPath[n] = false
+	return cl
 }
 
 // prefixLen chooses how many of n pending changes survive: none, all or a
