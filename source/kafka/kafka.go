@@ -125,6 +125,41 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 
 	cctx, cancel := context.WithTimeout(ctx, v.ConnectTimeout)
 	defer cancel()
+	exist, err := s.partitions(ctx, cctx, hook)
+	if err != nil {
+		return nil, err
+	}
+	want := func(p int32) bool { return len(v.Partitions) == 0 || slices.Contains(v.Partitions, p) }
+	if resume {
+		if err := s.resume(cctx, doc, posPart, exist); err != nil {
+			return nil, err
+		}
+	} else if err := s.firstStart(cctx, exist, want); err != nil {
+		return nil, err
+	}
+	for _, p := range s.parts {
+		p.name = p.topic + "/" + strconv.Itoa(int(p.partition))
+		s.index[tp{p.topic, p.partition}] = p
+		if p.end >= 0 && p.next >= p.end {
+			p.done = true
+		}
+		if !p.done {
+			s.remaining++
+		}
+	}
+	if err := s.startConsumer(opts); err != nil {
+		return nil, err
+	}
+	s.desc = s.describe(resume)
+	return s, nil
+}
+
+// partitions reads the topics' metadata (within cctx, the connect timeout
+// of ctx) and returns the partitions that exist now; a topic or a wanted
+// partition that does not exist is an *UnknownTopicError, brokers that do
+// not answer an *UnreachableError.
+func (s *Source) partitions(ctx, cctx context.Context, hook *connHook) (map[tp]bool, error) {
+	v := s.cfg
 	md, err := s.adm.Metadata(cctx, v.Topics...)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -143,7 +178,6 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 		}
 		return nil, ue
 	}
-	// The partitions that exist now.
 	exist := make(map[tp]bool)
 	for _, t := range v.Topics {
 		td, ok := md.Topics[t]
@@ -163,27 +197,12 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 			}
 		}
 	}
-	want := func(p int32) bool { return len(v.Partitions) == 0 || slices.Contains(v.Partitions, p) }
+	return exist, nil
+}
 
-	if resume {
-		if err := s.resume(cctx, doc, posPart, exist); err != nil {
-			return nil, err
-		}
-	} else if err := s.firstStart(cctx, exist, want); err != nil {
-		return nil, err
-	}
-	for _, p := range s.parts {
-		p.name = p.topic + "/" + strconv.Itoa(int(p.partition))
-		s.index[tp{p.topic, p.partition}] = p
-		if p.end >= 0 && p.next >= p.end {
-			p.done = true
-		}
-		if !p.done {
-			s.remaining++
-		}
-	}
-
-	// The consumer, at exactly the positions' offsets.
+// startConsumer starts the consumer at exactly the positions' offsets of
+// the partitions not done; none is started when every partition is done.
+func (s *Source) startConsumer(opts []kgo.Opt) error {
 	consume := make(map[string]map[int32]kgo.Offset)
 	for _, p := range s.parts {
 		if p.done {
@@ -194,27 +213,27 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 		}
 		consume[p.topic][p.partition] = kgo.NewOffset().At(p.next)
 	}
-	if len(consume) > 0 {
-		copts := append(opts,
-			kgo.ConsumePartitions(consume),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.KeepControlRecords(),
-			kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-			kgo.FetchMaxBytes(v.FetchMaxBytes),
-			kgo.FetchMaxPartitionBytes(min(v.FetchMaxBytes, DefaultFetchMaxPartitionBytes)),
-			// Without fetch sessions (KIP-227), which save a little request
-			// size with many partitions: franz-go v1.22.3 kills a session at
-			// Close while its fetch goroutine may still be updating it (a
-			// data race the race detector reports in our tests).
-			kgo.DisableFetchSessions(),
-		)
-		if s.cl, err = kgo.NewClient(copts...); err != nil {
-			return nil, fmt.Errorf("kafka: new consumer: %w", err)
-		}
+	if len(consume) == 0 {
+		return nil
 	}
-
-	s.desc = s.describe(resume)
-	return s, nil
+	copts := append(opts,
+		kgo.ConsumePartitions(consume),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+		kgo.FetchMaxBytes(s.cfg.FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(min(s.cfg.FetchMaxBytes, DefaultFetchMaxPartitionBytes)),
+		// Without fetch sessions (KIP-227), which save a little request
+		// size with many partitions: franz-go v1.22.3 kills a session at
+		// Close while its fetch goroutine may still be updating it (a
+		// data race the race detector reports in our tests).
+		kgo.DisableFetchSessions(),
+	)
+	var err error
+	if s.cl, err = kgo.NewClient(copts...); err != nil {
+		return fmt.Errorf("kafka: new consumer: %w", err)
+	}
+	return nil
 }
 
 // firstStart resolves the start (and, bounded, the end) offsets of every
