@@ -70,44 +70,74 @@ func loadTable(ctx context.Context, db *sql.DB, cfg *Config) (*table, error) {
 	}
 	t := &table{schema: schema, name: name, display: schema + "." + name,
 		quoted: quoteIdent(schema) + "." + quoteIdent(name), index: map[string]int{}}
+	if err := t.checkEngine(ctx, db); err != nil {
+		return nil, err
+	}
+	all, err := t.readColumns(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.chooseColumns(cfg, all); err != nil {
+		return nil, err
+	}
+	if err := t.statements(cfg.Mode); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// columnInfo is a column of the table as information_schema describes it.
+type columnInfo struct {
+	col                column
+	pk, auto, gen, bad bool
+	dataType           string
+}
+
+// checkEngine checks that the table exists and uses InnoDB.
+func (t *table) checkEngine(ctx context.Context, db *sql.DB) error {
 	var engine sql.NullString
-	err := db.QueryRowContext(ctx, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, name).Scan(&engine)
+	err := db.QueryRowContext(ctx, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.schema, t.name).Scan(&engine)
 	if err == sql.ErrNoRows {
-		return nil, fmt.Errorf("mysqlxa: table %s does not exist", t.display)
+		return fmt.Errorf("mysqlxa: table %s does not exist", t.display)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mysqlxa: table %s: %w", t.display, err)
+		return fmt.Errorf("mysqlxa: table %s: %w", t.display, err)
 	}
 	if !strings.EqualFold(engine.String, "InnoDB") {
-		return nil, fmt.Errorf("mysqlxa: table %s uses engine %q: XA needs a transactional engine with two-phase commit (InnoDB)", t.display, engine.String)
+		return fmt.Errorf("mysqlxa: table %s uses engine %q: XA needs a transactional engine with two-phase commit (InnoDB)", t.display, engine.String)
 	}
+	return nil
+}
+
+// readColumns reads every column of the table, in order.
+func (t *table) readColumns(ctx context.Context, db *sql.DB) ([]columnInfo, error) {
 	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY, EXTRA
-		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, schema, name)
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, t.schema, t.name)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlxa: table %s: %w", t.display, err)
 	}
-	type info struct {
-		col                column
-		pk, auto, gen, bad bool
-		dataType           string
-	}
-	var all []info
+	defer rows.Close()
+	var all []columnInfo
 	for rows.Next() {
 		var n, dt, ct, nullable, key, extra string
 		if err := rows.Scan(&n, &dt, &ct, &nullable, &key, &extra); err != nil {
-			rows.Close()
 			return nil, fmt.Errorf("mysqlxa: table %s: %w", t.display, err)
 		}
 		k, ok := kindOf(strings.ToLower(dt), strings.ToLower(ct))
 		extra = strings.ToUpper(extra)
-		all = append(all, info{col: column{name: n, kind: k, nullable: nullable == "YES"}, pk: key == "PRI",
+		all = append(all, columnInfo{col: column{name: n, kind: k, nullable: nullable == "YES"}, pk: key == "PRI",
 			auto: strings.Contains(extra, "AUTO_INCREMENT"), gen: strings.Contains(extra, "GENERATED") || strings.Contains(extra, "VIRTUAL") || strings.Contains(extra, "PERSISTENT") || strings.Contains(extra, "STORED"),
 			bad: !ok, dataType: dt})
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("mysqlxa: table %s: %w", t.display, err)
 	}
+	return all, nil
+}
+
+// chooseColumns sets the columns written and the key columns from cfg (by
+// default every non-generated column and the primary key).
+func (t *table) chooseColumns(cfg *Config, all []columnInfo) error {
 	byName := map[string]int{}
 	for i, c := range all {
 		byName[c.col.name] = i
@@ -121,7 +151,7 @@ func loadTable(ctx context.Context, db *sql.DB, cfg *Config) (*table, error) {
 		}
 	}
 	if len(key) == 0 && cfg.Mode != Insert {
-		return nil, fmt.Errorf("mysqlxa: table %s has no primary key: mode %s needs Config.Key", t.display, cfg.Mode)
+		return fmt.Errorf("mysqlxa: table %s has no primary key: mode %s needs Config.Key", t.display, cfg.Mode)
 	}
 	var want []string
 	if len(cfg.Columns) > 0 {
@@ -142,14 +172,14 @@ func loadTable(ctx context.Context, db *sql.DB, cfg *Config) (*table, error) {
 		i, ok := byName[n]
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("mysqlxa: table %s has no column %q", t.display, n)
+			return fmt.Errorf("mysqlxa: table %s has no column %q", t.display, n)
 		case all[i].gen:
-			return nil, fmt.Errorf("mysqlxa: column %s of table %s is generated and cannot be written", n, t.display)
+			return fmt.Errorf("mysqlxa: column %s of table %s is generated and cannot be written", n, t.display)
 		case all[i].bad:
-			return nil, fmt.Errorf("mysqlxa: column %s of table %s has type %s, which this sink cannot write (leave it out of Config.Columns)", n, t.display, all[i].dataType)
+			return fmt.Errorf("mysqlxa: column %s of table %s has type %s, which this sink cannot write (leave it out of Config.Columns)", n, t.display, all[i].dataType)
 		}
 		if _, dup := t.index[n]; dup {
-			return nil, fmt.Errorf("mysqlxa: column %s listed twice for table %s", n, t.display)
+			return fmt.Errorf("mysqlxa: column %s listed twice for table %s", n, t.display)
 		}
 		c := all[i].col
 		c.key = slices.Contains(key, n)
@@ -158,16 +188,21 @@ func loadTable(ctx context.Context, db *sql.DB, cfg *Config) (*table, error) {
 	}
 	for _, k := range key {
 		if _, ok := byName[k]; !ok {
-			return nil, fmt.Errorf("mysqlxa: key column %q is not a column of table %s", k, t.display)
+			return fmt.Errorf("mysqlxa: key column %q is not a column of table %s", k, t.display)
 		}
 		t.keyCols = append(t.keyCols, t.index[k])
 	}
 	if len(t.cols) == 0 {
-		return nil, fmt.Errorf("mysqlxa: no column of table %s to write", t.display)
+		return fmt.Errorf("mysqlxa: no column of table %s to write", t.display)
 	}
 	if len(t.cols) > maxPlaceholders {
-		return nil, fmt.Errorf("mysqlxa: table %s has too many columns", t.display)
+		return fmt.Errorf("mysqlxa: table %s has too many columns", t.display)
 	}
+	return nil
+}
+
+// statements builds the INSERT statement's parts for mode.
+func (t *table) statements(mode Mode) error {
 	var names, updates []string
 	for _, c := range t.cols {
 		names = append(names, quoteIdent(c.name))
@@ -175,26 +210,26 @@ func loadTable(ctx context.Context, db *sql.DB, cfg *Config) (*table, error) {
 			continue
 		}
 		q := quoteIdent(c.name)
-		switch cfg.Mode {
+		switch mode {
 		case Upsert:
 			updates = append(updates, q+" = VALUES("+q+")")
 		case Increment:
 			if c.kind != kInt && c.kind != kUint && c.kind != kFloat && c.kind != kDecimal {
-				return nil, fmt.Errorf("mysqlxa: mode increment adds to every non-key column, and column %s of table %s is not numeric (leave it out of Config.Columns or make it a key)", c.name, t.display)
+				return fmt.Errorf("mysqlxa: mode increment adds to every non-key column, and column %s of table %s is not numeric (leave it out of Config.Columns or make it a key)", c.name, t.display)
 			}
 			updates = append(updates, q+" = "+q+" + VALUES("+q+")")
 		}
 	}
 	t.insertHead = "INSERT INTO " + t.quoted + " (" + strings.Join(names, ", ") + ") VALUES "
 	t.row = "(" + strings.Repeat("?, ", len(t.cols)-1) + "?)"
-	if cfg.Mode != Insert {
+	if mode != Insert {
 		if len(updates) == 0 { // only key columns: a duplicate changes nothing
 			q := quoteIdent(t.cols[t.keyCols[0]].name)
 			updates = append(updates, q+" = "+q)
 		}
 		t.tail = " ON DUPLICATE KEY UPDATE " + strings.Join(updates, ", ")
 	}
-	return t, nil
+	return nil
 }
 
 // kindOf maps a column type; ok is false for types the sink cannot write
