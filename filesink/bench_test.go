@@ -30,9 +30,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/filesink/filesink/internal/testutil/cputime"
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
@@ -217,11 +218,11 @@ func benchLoop(b *testing.B, d *benchData, run func(d *benchData, dir string) (b
 // benchCPUTime returns the user+system CPU time of the process so far (all
 // threads, the garbage collector's included).
 func benchCPUTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := cputime.Process()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 // benchCountingFS is vfs.OS counting file and directory fsyncs and the time

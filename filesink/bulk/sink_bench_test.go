@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/filesink/filesink/internal/testutil/cputime"
 
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/filesink"
@@ -361,11 +362,11 @@ func BenchmarkParquetSink(b *testing.B) {
 
 // cpuTime is the process's user+system CPU time so far.
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := cputime.Process()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 type countWriter struct{ n int64 }

@@ -10,9 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/filesink/filesink/internal/testutil/cputime"
 
 	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/sinks/httpsink"
@@ -124,9 +125,9 @@ func BenchmarkHTTPSink(b *testing.B) {
 // cpuSeconds is the process's user+system CPU time (the receiver runs in
 // the same process).
 func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := cputime.Process()
+	if err != nil {
 		return 0
 	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	return d.Seconds()
 }

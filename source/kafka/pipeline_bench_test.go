@@ -48,9 +48,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/filesink/filesink/internal/testutil/cputime"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -224,11 +225,11 @@ func TestMain(m *testing.M) {
 }
 
 func pbCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := cputime.Process()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 func BenchmarkKafkaToFile(b *testing.B) {
