@@ -1,7 +1,9 @@
 // Package vfs is the filesystem seam of filesink: every file the local
 // backend and the checkpoint store touch goes through an FS, so tests can
 // replace the operating system with a crash-simulating or error-injecting
-// filesystem.
+// filesystem. OS is the operating system's filesystem, and the default
+// wherever an FS is optional; crashfs (a crash-simulating filesystem) and
+// errorfs (an error-injecting one) are the two test filesystems.
 //
 // # Contract
 //
@@ -17,9 +19,21 @@
 //     errors.Is(err, fs.ErrExist) is true and leave both names untouched.
 //   - Create must fail with fs.ErrExist if the name exists.
 //   - A failed Sync leaves the file in an unknown state; callers must not
-//     retry Sync on the same File (see ARCHITECTURE.md, invariant 4).
+//     retry Sync on the same File: the kernel may have dropped the dirty
+//     pages it could not write, and a second Sync would report success.
 //
 // Paths are slash-separated operating-system paths (absolute or relative).
+//
+// # Platforms
+//
+// OS works on every platform Go supports; Linux is the one filesink is
+// tested on. On Linux, RenameNoReplace is renameat2(RENAME_NOREPLACE)
+// (link and unlink where the filesystem lacks it) and StartWriteback is
+// sync_file_range. Elsewhere RenameNoReplace is link and unlink (a crash
+// between the two leaves both names, which recovery resolves like any
+// published staging file), StartWriteback does nothing, and on Windows
+// SyncDir only checks the directory: Windows cannot fsync a directory, and
+// NTFS journals its entries.
 //
 // # Concurrency
 //
