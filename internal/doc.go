@@ -1,7 +1,9 @@
-// Package internal holds test and support code that is not part of
-// filesink's API: vfs (the filesystem seam, with crashfs, a crash-simulating
-// filesystem, and errorfs, an error-injecting one), jsonscan (a fast JSON
-// validator), testjob (small jobs and output checks for crash tests),
-// miniotest (a throwaway MinIO server per test package) and faultproxy (an
-// HTTP proxy that injects S3 faults in front of it).
+// Package internal holds code that is not part of filesink's API:
+// jsonscan (a fast JSON validator and string scanner, used by the sinks)
+// and, under testutil, the test harnesses: testjob (small jobs, crash loops
+// and output checks), miniotest (throwaway MinIO servers), faultproxy (an
+// HTTP proxy that injects S3 faults in front of MinIO), mariadbtest (the
+// shared MariaDB and private mariadbd servers) and kafkatest (kfake
+// brokers). The filesystem seam and its test filesystems are the public
+// package vfs.
 package internal

@@ -17,7 +17,7 @@
 //     errors.Is(err, fs.ErrExist) is true and leave both names untouched.
 //   - Create must fail with fs.ErrExist if the name exists.
 //   - A failed Sync leaves the file in an unknown state; callers must not
-//     retry Sync on the same File (see ARCHITECTURE.md, invariant 4).
+//     retry Sync on the same File (docs/architecture.md, invariant 4).
 //
 // Paths are slash-separated operating-system paths (absolute or relative).
 //
