@@ -20,7 +20,8 @@
 //   - Create must fail with fs.ErrExist if the name exists.
 //   - A failed Sync leaves the file in an unknown state; callers must not
 //     retry Sync on the same File: the kernel may have dropped the dirty
-//     pages it could not write, and a second Sync would report success.
+//     pages it could not write, and a second Sync would report success
+//     (docs/architecture.md, invariant 4).
 //
 // Paths are slash-separated operating-system paths (absolute or relative).
 //

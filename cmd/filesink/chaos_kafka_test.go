@@ -24,7 +24,7 @@ import (
 	"github.com/filesink/filesink/recovery"
 )
 
-// Black-box chaos tests with a Kafka source (TESTING.md section 4): a
+// Black-box chaos tests with a Kafka source (docs/testing.md, layer 5): a
 // kfake broker in its own process holds a topic of 4 partitions with
 // committed records, plain and transactional, and records of aborted
 // transactions; `filesink run --bounded` is killed with SIGKILL at random

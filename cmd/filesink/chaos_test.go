@@ -26,7 +26,7 @@ import (
 	"github.com/filesink/filesink/source"
 )
 
-// Black-box chaos test (TESTING.md section 4): the built CLI is killed with
+// Black-box chaos test (docs/testing.md, layer 5): the built CLI is killed with
 // SIGKILL at random moments, many times, on the same output directory, and
 // restarted each time; then the output must hold every generated record
 // exactly once.

@@ -542,7 +542,7 @@ func TestVerifyDetects(t *testing.T) {
 		}
 		check(t, out, part)
 	})
-	// The manifest audit (issue 7) also catches what the checkpoint
+	// The manifest audit also catches what the checkpoint
 	// records cannot see.
 	manifests := func(t *testing.T, out string) []string {
 		names, err := filepath.Glob(filepath.Join(out, "_filesink", "manifests", "*.json"))

@@ -44,7 +44,7 @@
 // clobber when another file holds the target); Resume continues exactly
 // after the recorded bytes and reports missing or short staging data as
 // ErrDataLoss; Sweep deletes only this namespace's unreferenced staging
-// data; every recorded length survives a power loss (ARCHITECTURE.md,
+// data; every recorded length survives a power loss (docs/architecture.md,
 // invariants 1 to 6); and the backend is safe for concurrent use.
 //
 // Part names used by the suite follow the file sink's naming,

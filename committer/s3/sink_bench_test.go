@@ -1,8 +1,8 @@
 package s3_test
 
 // Benchmarks of the file sink on S3 (MinIO), each figure beside its limit
-// measured in the same run (see /work/shared/design/TESTING.md, "Benchmarks,
-// not timed tests", and BENCHMARKS.md):
+// measured in the same run (see BENCHMARKS.md; no test asserts a
+// duration):
 //
 //   - BenchmarkS3Sink/integrity=M: ~1 KiB JSON lines through the whole sink
 //     (filesink.Writer over the S3 backend with 16 MiB parts and 4 part

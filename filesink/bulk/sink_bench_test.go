@@ -23,7 +23,7 @@ import (
 	pgo "github.com/parquet-go/parquet-go"
 )
 
-// BenchmarkParquetSink is the sink benchmark of issue 5: records/s of the
+// BenchmarkParquetSink is the Parquet sink benchmark: records/s of the
 // whole Parquet file sink (a filesink.Writer with WithBulkFormat(Parquet,
 // snappy, default options) over committer/localfs in a temporary
 // directory (BENCH_DIRECT_IO=1: with direct I/O), one bucket, one checkpoint at the end whose parts are
@@ -49,7 +49,7 @@ import (
 //
 // (each sub-benchmark first runs one untimed iteration; the sink's output
 // is measured and deleted after each iteration, outside the timing) and
-// compare the records/s: the issue's targets are sink >= 85% of encoder
+// compare the records/s: the goals are sink >= 85% of encoder
 // and sink >= 60% of parquet-go. Durations are reported, never asserted.
 func BenchmarkParquetSink(b *testing.B) {
 	n := 1_000_000

@@ -20,7 +20,7 @@ import (
 	"github.com/filesink/filesink/source"
 )
 
-// Benchmark parameters (issue 6): a receiver that takes 5 ms per batch,
+// Benchmark parameters: a receiver that takes 5 ms per batch,
 // 100 records of 200 bytes per batch, the async sink with 1, 2, 4 and 8
 // workers and a queue of 2 x workers, a checkpoint (Prepare) every 10,050
 // records, a linger of 50 ms.

@@ -19,7 +19,7 @@ package kafka_test
 //     program does to keep the bytes: each value and a newline through one
 //     4 MiB bufio.Writer into one file of a temp dir, flush + fsync every
 //     second and at the end, then an fsync of the directory. Not the
-//     issue's limit, but the one the disk sets: Kafka-to-file cannot beat
+//     target's limit, but the one the disk sets: Kafka-to-file cannot beat
 //     it, and the consume alone (from a broker in memory) may be far above
 //     what the disk takes.
 //

@@ -12,7 +12,7 @@ import (
 )
 
 // CrashLoop crashes job at the k-th filesystem operation for k = 1, 2, ...
-// until a run completes without reaching k (TESTING.md section 2). Each
+// until a run completes without reaching k (docs/testing.md, layer 2). Each
 // crash is followed by a power loss (a crash clone keeping the synced
 // state plus a random share of the rest, from rng), a recovery that is
 // itself crashed at a random early operation, a second power loss, and a
