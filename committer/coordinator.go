@@ -34,7 +34,7 @@ func WithRetry(attempts int, base time.Duration) Option {
 
 // WithHook installs a function called at each named point of the protocol
 // ("prepared:NAME", "phase1", "decided", "committed:N" after the n-th commit of
-// a phase 2, "checkpoint-committed:NAME" after a CheckpointCommitter's call,
+// a phase 2, "checkpoint-committed:NAME" after a participant's CommittedCheckpoint,
 // "phase2", "pruned", and the same with prefix "recover:" during
 // recovery). A non-nil error from the hook stops the coordinator there, as a
 // crash at that instant would; tests use it to crash at every point.
@@ -225,15 +225,14 @@ type Phase1 struct {
 	id     uint64
 	final  bool
 	source json.RawMessage
-	waits  []func(context.Context) (Snapshot, error)
+	waits  []Wait
 }
 
 // ID is the checkpoint's id.
 func (ph *Phase1) ID() uint64 { return ph.id }
 
-// Begin takes the barrier of the next checkpoint: every participant that is
-// an AsyncPreparer starts its phase 1 (PrepareAsync), the others prepare at
-// once. source is the source position the checkpoint records: the position
+// Begin takes the barrier of the next checkpoint: every participant's
+// Prepare starts its phase 1 (or does all of it). source is the source position the checkpoint records: the position
 // right after the last record handed to the participants before Begin.
 // After a nil error, records handed to participants belong to the next
 // checkpoint, and Decide must be called (from any goroutine) before any
@@ -247,21 +246,13 @@ func (c *Coordinator) Begin(ctx context.Context, source json.RawMessage, final b
 		return nil, fmt.Errorf("committer: checkpoint %d begun while checkpoint %d is not decided", c.next, c.begun-1)
 	}
 	c.begun = c.next + 1
-	ph := &Phase1{c: c, id: c.next, final: final, source: source, waits: make([]func(context.Context) (Snapshot, error), len(c.parts))}
+	ph := &Phase1{c: c, id: c.next, final: final, source: source, waits: make([]Wait, len(c.parts))}
 	for i, p := range c.parts {
-		if ap, ok := p.(AsyncPreparer); ok {
-			wait, err := ap.PrepareAsync(ctx, ph.id, final)
-			if err != nil {
-				return nil, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", ph.id, p.Name(), err))
-			}
-			ph.waits[i] = wait
-			continue
-		}
-		snap, err := p.Prepare(ctx, ph.id, final)
+		wait, err := p.Prepare(ctx, ph.id, final)
 		if err != nil {
 			return nil, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", ph.id, p.Name(), err))
 		}
-		ph.waits[i] = func(context.Context) (Snapshot, error) { return snap, nil }
+		ph.waits[i] = wait
 	}
 	return ph, nil
 }
@@ -354,7 +345,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context, source json.RawMessage, fi
 
 func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) error {
 	// Committables leave c.pending only once their whole checkpoint is
-	// published, CheckpointCommitter calls included: after a failure the
+	// published, CommittedCheckpoint calls included: after a failure the
 	// checkpoint's committables are committed again (a no-op for those
 	// already published) so that its CommittedCheckpoint calls are made.
 	n, group := 0, 0
@@ -426,14 +417,10 @@ func (c *Coordinator) prune(ctx context.Context) error {
 }
 
 // committedCheckpoint calls CommittedCheckpoint of every participant that
-// implements it with its committables in done, all of one checkpoint, in
+// has committables in done, with them in done, all of one checkpoint, in
 // participant order.
 func (c *Coordinator) committedCheckpoint(ctx context.Context, done []pending, phase string) error {
 	for i, p := range c.parts {
-		cc, ok := p.(CheckpointCommitter)
-		if !ok {
-			continue
-		}
 		var data []json.RawMessage
 		for _, pc := range done {
 			if pc.part == i {
@@ -444,7 +431,7 @@ func (c *Coordinator) committedCheckpoint(ctx context.Context, done []pending, p
 			continue
 		}
 		id := done[0].checkpoint
-		if err := c.retry(ctx, func() error { return cc.CommittedCheckpoint(ctx, id, data) }); err != nil {
+		if err := c.retry(ctx, func() error { return p.CommittedCheckpoint(ctx, id, data) }); err != nil {
 			return &CommitError{Checkpoint: id, Participant: p.Name(), Target: "checkpoint " + strconv.FormatUint(id, 10), Err: err}
 		}
 		if err := c.at(phase + "checkpoint-committed:" + p.Name()); err != nil {

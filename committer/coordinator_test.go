@@ -24,6 +24,7 @@ type world struct {
 // fake is a participant whose committables are strings; each Prepare emits
 // one committable "<name>@<id>" unless final with no data.
 type fake struct {
+	committer.NopPostCommit
 	name    string
 	w       *world
 	state   string
@@ -31,10 +32,13 @@ type fake struct {
 }
 
 func (f *fake) Name() string { return f.name }
-func (f *fake) Prepare(_ context.Context, id uint64, final bool) (committer.Snapshot, error) {
+func (f *fake) Prepare(_ context.Context, id uint64, final bool) (committer.Wait, error) {
+	return committer.Ready(f.snapshot(id)), nil
+}
+func (f *fake) snapshot(id uint64) committer.Snapshot {
 	c, _ := json.Marshal(fmt.Sprintf("%s@%d", f.name, id))
 	st, _ := json.Marshal(fmt.Sprintf("state@%d", id))
-	return committer.Snapshot{State: st, Committables: []json.RawMessage{c}}, nil
+	return committer.Snapshot{State: st, Committables: []json.RawMessage{c}}
 }
 func (f *fake) Commit(_ context.Context, c json.RawMessage) error {
 	var s string
@@ -287,12 +291,12 @@ type asyncFake struct {
 	gate chan struct{}
 }
 
-func (f *asyncFake) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
-	snap, err := f.Prepare(ctx, id, final)
+func (f *asyncFake) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
+	snap := f.snapshot(id)
 	return func(ctx context.Context) (committer.Snapshot, error) {
 		select {
 		case <-f.gate:
-			return snap, err
+			return snap, nil
 		case <-ctx.Done():
 			return committer.Snapshot{}, ctx.Err()
 		}
@@ -363,7 +367,7 @@ func TestBeginDecide(t *testing.T) {
 	}
 }
 
-// manifester is a fake that also implements committer.CheckpointCommitter:
+// manifester is a fake with a CommittedCheckpoint of its own:
 // it records, per checkpoint, the committables it was told about, and
 // checks that each of them was published before.
 type manifester struct {
@@ -389,12 +393,12 @@ func (m *manifester) CommittedCheckpoint(_ context.Context, id uint64, committab
 	return nil
 }
 
-// TestCheckpointCommitterAfterEveryCrash: a crash at any point of phase 2,
-// including right after a CheckpointCommitter call, or during the recovery
+// TestPostCommitAfterEveryCrash: a crash at any point of phase 2,
+// including right after a CommittedCheckpoint call, or during the recovery
 // that follows, still gives every decided checkpoint exactly one manifest
 // listing exactly its committables, written after all of them were
 // published.
-func TestCheckpointCommitterAfterEveryCrash(t *testing.T) {
+func TestPostCommitAfterEveryCrash(t *testing.T) {
 	ctx := context.Background()
 	points := []string{"committed:1", "checkpoint-committed:m", "committed:2", "phase2"}
 	for _, p := range points {

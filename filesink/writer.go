@@ -106,8 +106,8 @@ type Stats struct {
 // in-progress part files through a driver.Backend, and takes part in the
 // commit protocol as a committer.Participant.
 //
-// Write, Tick, Prepare, PrepareAsync, Restore and Sweep must be called from
-// one goroutine at a time; the function PrepareAsync returns may run on
+// Write, Tick, Prepare, Restore and Sweep must be called from one goroutine
+// at a time; the Wait Prepare returns, and CommittedCheckpoint, may run on
 // another goroutine beside Write and Tick (not beside the other methods).
 // Commit only touches published and pending files and is safe to call
 // concurrently with nothing else of the same Writer.
@@ -161,10 +161,7 @@ type Writer struct {
 	restored bool // Restore ran: later commits are of this run
 }
 
-var (
-	_ committer.Participant   = (*Writer)(nil)
-	_ committer.AsyncPreparer = (*Writer)(nil)
-)
+var _ committer.Participant = (*Writer)(nil)
 
 type bucketKey struct {
 	dl   bool
@@ -868,17 +865,11 @@ func (w *Writer) sorted() []*bucket {
 	return bs
 }
 
-// Prepare implements committer.Participant: PrepareAsync, then the
-// function it returns.
-func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
-	wait, err := w.PrepareAsync(ctx, id, final)
-	if err != nil {
-		return committer.Snapshot{}, err
-	}
-	return wait(ctx)
-}
+// OverlapsCheckpoints implements pipeline.Sink: the writer takes the next
+// checkpoint's records while a checkpoint's uploads and phase 2 run.
+func (w *Writer) OverlapsCheckpoints() bool { return true }
 
-// PrepareAsync implements committer.AsyncPreparer. At the barrier it writes
+// Prepare implements committer.Participant. At the barrier it writes
 // out every buffer, starts closing the parts the policy (or final) says to
 // roll, and persists the others: where the backend's part writer is a
 // driver.AsyncPersister (S3 uploads, local fsyncs) it only starts the
@@ -887,7 +878,7 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 // resumables as state and the rolled parts (since the last checkpoint) as
 // committables. It touches only what the barrier handed over, so Write and
 // Tick may run while it waits.
-func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
+func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
 	type job struct {
 		b     *bucket
 		p     *part
@@ -979,7 +970,7 @@ func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(
 				}
 				j.out = out
 			}
-			// Read by the next PrepareAsync and by Sweep, which run after
+			// Read by the next Prepare and by Sweep, which run after
 			// this function has returned.
 			j.p.resumable, j.p.persisted = j.out, j.size
 			j.entry.Part = j.out

@@ -25,6 +25,13 @@ type Sink interface {
 	Tick(ctx context.Context, now time.Time) error
 	// Close releases resources without publishing anything.
 	Close() error
+	// OverlapsCheckpoints reports whether the sink takes the next
+	// checkpoint's records while a checkpoint's phase 1 (the Wait of its
+	// Prepare), decide step and phase 2 run. A sink whose next records may
+	// wait for what a prepared, uncommitted checkpoint holds (the row locks
+	// of an XA branch) returns false: then the pipeline runs every
+	// checkpoint whole at its barrier. It must always return the same.
+	OverlapsCheckpoints() bool
 }
 
 // Defaults.
@@ -310,16 +317,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			<-running
 		}
 	}()
-	// Phase 1 overlaps the next records only when every sink splits its
-	// phase 1 (committer.AsyncPreparer). A sink that prepares at the barrier
-	// (the MySQL XA sink) gets phase 2 right after it, before the next
-	// records: their rows could wait for locks the prepared branch holds
-	// until it commits.
+	// Phase 1 overlaps the next records only when every sink allows it
+	// (Sink.OverlapsCheckpoints). A sink that does not (the MySQL XA sink)
+	// gets phase 2 right after the barrier, before the next records: their
+	// rows could wait for locks the prepared branch holds until it commits.
 	overlap := true
 	for _, s := range cfg.Sinks {
-		if _, ok := s.(committer.AsyncPreparer); !ok {
-			overlap = false
-		}
+		overlap = overlap && s.OverlapsCheckpoints()
 	}
 	checkpoint := func(final bool) error {
 		if err := awaitRunning(); err != nil {

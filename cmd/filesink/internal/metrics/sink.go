@@ -31,9 +31,8 @@ func zero() int64 { return 0 }
 
 // WrapSink returns s instrumented: records and bytes it accepts, its open
 // part files, its pending committables and its failed commit attempts.
-// The wrapper keeps s's name and behaviour, including whether it is a
-// committer.AsyncPreparer (which decides whether the pipeline overlaps
-// phase 1 with the next records) and a committer.CheckpointCommitter.
+// The wrapper keeps s's name and behaviour, including whether it
+// overlaps checkpoints with the next records.
 // Call it before the run starts.
 func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
 	st := &sinkStats{bad: zero, committed: zero, rolledBack: zero, acked: zero, dropped: zero}
@@ -50,11 +49,7 @@ func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
 	m.mu.Lock()
 	m.sinks = append(m.sinks, st)
 	m.mu.Unlock()
-	w := &sink{Sink: s, m: m, st: st, open: open}
-	if ap, ok := s.(committer.AsyncPreparer); ok {
-		return &asyncSink{sink: w, ap: ap}
-	}
-	return w
+	return &sink{Sink: s, m: m, st: st, open: open}
 }
 
 // sink instruments a pipeline.Sink. Its methods are called as the
@@ -69,9 +64,6 @@ type sink struct {
 
 var (
 	_ pipeline.Sink                       = (*sink)(nil)
-	_ committer.CheckpointCommitter       = (*sink)(nil)
-	_ committer.AsyncPreparer             = (*asyncSink)(nil)
-	_ committer.CheckpointCommitter       = (*asyncSink)(nil)
 	_ interface{ Unwrap() pipeline.Sink } = (*sink)(nil)
 )
 
@@ -105,13 +97,21 @@ func (s *sink) Tick(ctx context.Context, now time.Time) error {
 	return err
 }
 
-func (s *sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
-	snap, err := s.Sink.Prepare(ctx, id, final)
-	if err == nil {
-		s.st.pending.Add(int64(len(snap.Committables)))
-	}
+// Prepare counts the committables of the sink's phase 1 as pending once
+// its Wait returns them.
+func (s *sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
+	wait, err := s.Sink.Prepare(ctx, id, final)
 	s.sample()
-	return snap, err
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (committer.Snapshot, error) {
+		snap, err := wait(ctx)
+		if err == nil {
+			s.st.pending.Add(int64(len(snap.Committables)))
+		}
+		return snap, err
+	}, nil
 }
 
 func (s *sink) Commit(ctx context.Context, c json.RawMessage) error {
@@ -135,14 +135,9 @@ func (s *sink) committed(ctx context.Context, err error) {
 	}
 }
 
-// CommittedCheckpoint forwards to a sink that is a
-// committer.CheckpointCommitter (nil otherwise, as the pipeline does).
+// CommittedCheckpoint forwards to the sink, counting a failed attempt.
 func (s *sink) CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error {
-	cc, ok := s.Sink.(committer.CheckpointCommitter)
-	if !ok {
-		return nil
-	}
-	err := cc.CommittedCheckpoint(ctx, id, committables)
+	err := s.Sink.CommittedCheckpoint(ctx, id, committables)
 	if err != nil && !committer.IsPermanent(err) && ctx.Err() == nil {
 		s.m.retries.Add(1)
 	}
@@ -179,25 +174,4 @@ func (s *sink) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error
 	err := s.Sink.Sweep(ctx, retained)
 	s.sample()
 	return err
-}
-
-// asyncSink is a sink whose phase 1 overlaps the next records.
-type asyncSink struct {
-	*sink
-	ap committer.AsyncPreparer
-}
-
-func (s *asyncSink) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
-	wait, err := s.ap.PrepareAsync(ctx, id, final)
-	s.sample()
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) (committer.Snapshot, error) {
-		snap, err := wait(ctx)
-		if err == nil {
-			s.st.pending.Add(int64(len(snap.Committables)))
-		}
-		return snap, err
-	}, nil
 }
