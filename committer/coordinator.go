@@ -47,6 +47,16 @@ func WithHook(h func(point string) error) Option { return func(c *Coordinator) {
 // need it; a sweep that walks a whole local output tree may be costly.
 func WithSweepEvery(n int) Option { return func(c *Coordinator) { c.sweepEvery = n } }
 
+// WithPostCommit sets a function called after each checkpoint's phase 2
+// (its committables and CommittedCheckpoint calls published, old records
+// pruned, staging swept), with its id, on the goroutine that committed it:
+// by Commit and Complete, not by Recover. An error fails the commit as a
+// commit error does. For work that must follow a commit, such as
+// partition-complete markers.
+func WithPostCommit(f func(ctx context.Context, id uint64) error) Option {
+	return func(c *Coordinator) { c.postCommit = f }
+}
+
 // WithClock sets the time source for record timestamps (default time.Now).
 func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.now = now } }
 
@@ -61,6 +71,8 @@ type Coordinator struct {
 	log      *slog.Logger
 	hook     func(string) error
 	now      func() time.Time
+
+	postCommit func(ctx context.Context, id uint64) error
 
 	sweepEvery int
 	final      bool   // the last Prepare was final
@@ -331,16 +343,35 @@ func (c *Coordinator) Commit(ctx context.Context, id uint64) error {
 	if err := c.commit(ctx, id, ""); err != nil {
 		return c.fail(err)
 	}
+	if c.postCommit != nil {
+		if err := c.postCommit(ctx, id); err != nil {
+			return c.fail(err)
+		}
+	}
 	return nil
 }
 
-// Checkpoint runs Prepare then Commit.
-func (c *Coordinator) Checkpoint(ctx context.Context, source json.RawMessage, final bool) (uint64, error) {
-	id, err := c.Prepare(ctx, source, final)
+// Complete finishes the checkpoint: Decide, then Commit of everything
+// decided up to it, which runs the post-commit steps (the participants'
+// CommittedCheckpoint, and WithPostCommit's function). A nil error means
+// the checkpoint is decided and published. Like Decide, it must be called
+// once, with no other method of the coordinator running meanwhile; it may
+// run on any goroutine while the participants receive records.
+func (ph *Phase1) Complete(ctx context.Context) (uint64, error) {
+	id, err := ph.Decide(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return id, c.Commit(ctx, id)
+	return id, ph.c.Commit(ctx, id)
+}
+
+// Checkpoint runs a whole checkpoint: Begin, then Complete.
+func (c *Coordinator) Checkpoint(ctx context.Context, source json.RawMessage, final bool) (uint64, error) {
+	ph, err := c.Begin(ctx, source, final)
+	if err != nil {
+		return 0, err
+	}
+	return ph.Complete(ctx)
 }
 
 func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) error {
