@@ -1196,11 +1196,12 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 		}
 		keep[b.key.dl] = append(keep[b.key.dl], p.resumable)
 	}
-	if err := w.backend.Sweep(ctx, w.namespace(), keep[false]); err != nil {
+	if _, err := w.backend.Sweep(ctx, w.namespace(), keep[false]); err != nil {
 		return err
 	}
 	if w.dl != nil {
-		return w.dl.Sweep(ctx, w.namespace(), keep[true])
+		_, err := w.dl.Sweep(ctx, w.namespace(), keep[true])
+		return err
 	}
 	return nil
 }

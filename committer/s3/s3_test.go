@@ -468,7 +468,7 @@ func TestSweepOwnsItsMess(t *testing.T) {
 		t.Fatalf("ListUploads(%q) before the sweep = %+v, want 4 uploads", ns, before)
 	}
 	for range 2 {
-		if err := b.Sweep(ctx, ns, []json.RawMessage{keptR, keptP}); err != nil {
+		if _, err := b.Sweep(ctx, ns, []json.RawMessage{keptR, keptP}); err != nil {
 			t.Fatal(err)
 		}
 	}
