@@ -64,7 +64,9 @@ type Participant interface {
 	// own namespace that is referenced neither by any of the retained
 	// records nor by its current state. It must never touch staging data a
 	// retained record references, nor data of other participants or sinks.
-	Sweep(ctx context.Context, retained []*recovery.Checkpoint) error
+	// It returns what it deleted, by kind (nil: nothing, or nothing it
+	// counts), also when it fails midway.
+	Sweep(ctx context.Context, retained []*recovery.Checkpoint) (Swept, error)
 }
 
 // Wait completes the phase 1 that a Participant's Prepare started: it

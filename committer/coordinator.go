@@ -22,8 +22,16 @@ type Option func(*Coordinator)
 // recovery.DefaultRetain, minimum 1).
 func WithRetain(n int) Option { return func(c *Coordinator) { c.retain = n } }
 
-// WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(c *Coordinator) { c.log = l } }
+// WithLogger logs the protocol's events to l (LogEvents; default: no logs).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Coordinator) { c.events = TeeEventListener(c.events, LogEvents(l)) }
+}
+
+// WithEventListener adds l to the listeners of the protocol's events;
+// listeners added earlier are called first.
+func WithEventListener(l EventListener) Option {
+	return func(c *Coordinator) { c.events = TeeEventListener(c.events, l) }
+}
 
 // WithRetry sets the phase-2 retry policy: at most attempts tries per
 // committable, waiting base, 2*base, 4*base ... (capped at 30 s) with full
@@ -32,12 +40,14 @@ func WithRetry(attempts int, base time.Duration) Option {
 	return func(c *Coordinator) { c.attempts, c.backoff = max(attempts, 1), base }
 }
 
-// WithHook installs a function called at each named point of the protocol
+// WithHook is for tests: it installs a function called at each named
+// point of the protocol
 // ("prepared:NAME", "phase1", "decided", "committed:N" after the n-th commit of
 // a phase 2, "checkpoint-committed:NAME" after a participant's CommittedCheckpoint,
 // "phase2", "pruned", and the same with prefix "recover:" during
 // recovery). A non-nil error from the hook stops the coordinator there, as a
-// crash at that instant would; tests use it to crash at every point.
+// crash at that instant would; tests use it to crash at every point. It
+// is no event stream: observe the protocol with WithEventListener.
 func WithHook(h func(point string) error) Option { return func(c *Coordinator) { c.hook = h } }
 
 // WithSweepEvery makes phase 2 also sweep orphaned staging data (protocol
@@ -68,7 +78,7 @@ type Coordinator struct {
 	retain   int
 	attempts int
 	backoff  time.Duration
-	log      *slog.Logger
+	events   EventListener
 	hook     func(string) error
 	now      func() time.Time
 
@@ -82,7 +92,11 @@ type Coordinator struct {
 	broken    error
 	next      uint64    // id of the next checkpoint
 	pending   []pending // decided or prepared, not yet committed, in checkpoint order
-	commits   int       // commits run in the current phase 2 (for hook names)
+	// timing of the checkpoint begun or decided last, for the events
+	timing struct {
+		id                     uint64
+		begun, phase1, decided time.Time
+	}
 	// records are the records in the store, oldest first, as this
 	// coordinator knows them: listed by Recover, then each one it writes
 	// added and each one it prunes removed. Pruning and the sweeps use them
@@ -104,7 +118,7 @@ func New(store recovery.Store, parts []Participant, opts ...Option) (*Coordinato
 	c := &Coordinator{
 		store: store, parts: parts, retain: recovery.DefaultRetain,
 		attempts: 6, backoff: 100 * time.Millisecond,
-		log: slog.New(slog.DiscardHandler), now: time.Now,
+		now: time.Now,
 	}
 	for _, o := range opts {
 		o(c)
@@ -170,9 +184,10 @@ func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error)
 		last = retained[len(retained)-1]
 	}
 	c.next = 1
+	start := c.now()
 	states := make([]json.RawMessage, len(c.parts))
+	recommitted := 0
 	if last != nil {
-		c.log.Info("recovering", "checkpoint", last.ID, "store", c.store.Location())
 		if len(last.Participants) != len(c.parts) {
 			return nil, c.fail(fmt.Errorf("recover checkpoint %d: record has %d participants, this run has %d (run with the parallelism that wrote it): %w",
 				last.ID, len(last.Participants), len(c.parts), ErrParticipantMismatch))
@@ -188,6 +203,7 @@ func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error)
 			}
 		}
 		sortPending(c.pending)
+		recommitted = len(c.pending)
 		c.next = last.ID + 1
 		if err := c.commit(ctx, last.ID, "recover:"); err != nil {
 			return nil, c.fail(err)
@@ -201,15 +217,20 @@ func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error)
 	if err := c.at("recover:restored"); err != nil {
 		return nil, c.fail(err)
 	}
-	for _, p := range c.parts {
-		if err := p.Sweep(ctx, retained); err != nil {
-			return nil, c.fail(fmt.Errorf("sweep %s: %w", p.Name(), err))
-		}
+	if err := c.sweep(ctx, retained, true); err != nil {
+		return nil, c.fail(err)
 	}
 	if err := c.at("recover:swept"); err != nil {
 		return nil, c.fail(err)
 	}
 	c.recovered = true
+	if f := c.events.Recovered; f != nil {
+		info := RecoveredInfo{Recommitted: recommitted, Duration: c.now().Sub(start)}
+		if last != nil {
+			info.Checkpoint = last.ID
+		}
+		f(info)
+	}
 	return last, nil
 }
 
@@ -258,6 +279,10 @@ func (c *Coordinator) Begin(ctx context.Context, source json.RawMessage, final b
 		return nil, fmt.Errorf("committer: checkpoint %d begun while checkpoint %d is not decided", c.next, c.begun-1)
 	}
 	c.begun = c.next + 1
+	c.timing.id, c.timing.begun = c.next, c.now()
+	if f := c.events.CheckpointBegun; f != nil {
+		f(CheckpointBegunInfo{ID: c.next, Final: final})
+	}
 	ph := &Phase1{c: c, id: c.next, final: final, source: source, waits: make([]Wait, len(c.parts))}
 	for i, p := range c.parts {
 		wait, err := p.Prepare(ctx, ph.id, final)
@@ -299,6 +324,10 @@ func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
 			return 0, c.fail(err)
 		}
 	}
+	c.timing.phase1 = c.now()
+	if f := c.events.Phase1Done; f != nil {
+		f(Phase1Info{ID: id, Duration: c.timing.phase1.Sub(c.timing.begun)})
+	}
 	if err := c.at("phase1"); err != nil {
 		return 0, c.fail(err)
 	}
@@ -320,6 +349,10 @@ func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
 	c.pending = all
 	c.next = id + 1
 	c.final = ph.final
+	c.timing.decided = c.now()
+	if f := c.events.Decided; f != nil {
+		f(DecidedInfo{ID: id, Committables: len(fresh), Duration: c.timing.decided.Sub(c.timing.phase1)})
+	}
 	if err := c.at("decided"); err != nil {
 		return 0, c.fail(err)
 	}
@@ -383,7 +416,7 @@ func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) err
 	for n < len(c.pending) && c.pending[n].checkpoint <= upTo {
 		pc := c.pending[n]
 		p := c.parts[pc.part]
-		if err := c.retry(ctx, func() error { return p.Commit(ctx, pc.data) }); err != nil {
+		if err := c.retry(ctx, pc.checkpoint, p.Name(), phase != "", func() error { return p.Commit(ctx, pc.data) }); err != nil {
 			var ce *CommitError
 			if !errors.As(err, &ce) {
 				err = &CommitError{Checkpoint: pc.checkpoint, Participant: p.Name(), Target: string(pc.data), Err: err}
@@ -411,17 +444,48 @@ func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) err
 	if err := c.prune(ctx); err != nil {
 		return fmt.Errorf("prune checkpoints in %s: %w", c.store.Location(), err)
 	}
+	if phase == "" {
+		c.committed(upTo)
+	}
 	if err := c.at(phase + "pruned"); err != nil {
 		return err
 	}
 	if phase == "" && c.sweepEvery > 0 && (upTo%uint64(c.sweepEvery) == 0 || c.final) {
-		retained := slices.Clone(c.records)
-		for _, p := range c.parts {
-			if err := p.Sweep(ctx, retained); err != nil {
-				return fmt.Errorf("cleanup %s: %w", p.Name(), err)
-			}
+		if err := c.sweep(ctx, slices.Clone(c.records), false); err != nil {
+			return err
 		}
 		return c.at("swept")
+	}
+	return nil
+}
+
+// committed reports the end of phase 2 up to checkpoint id.
+func (c *Coordinator) committed(id uint64) {
+	f := c.events.Committed
+	if f == nil {
+		return
+	}
+	now := c.now()
+	info := CommittedInfo{ID: id, Final: c.final}
+	if c.timing.id == id && !c.timing.decided.IsZero() {
+		info.Phase2, info.Total = now.Sub(c.timing.decided), now.Sub(c.timing.begun)
+	}
+	f(info)
+}
+
+// sweep runs every participant's Sweep with the retained records.
+func (c *Coordinator) sweep(ctx context.Context, retained []*recovery.Checkpoint, recovering bool) error {
+	for _, p := range c.parts {
+		swept, err := p.Sweep(ctx, retained)
+		if err != nil {
+			if recovering {
+				return fmt.Errorf("sweep %s: %w", p.Name(), err)
+			}
+			return fmt.Errorf("cleanup %s: %w", p.Name(), err)
+		}
+		if f := c.events.Swept; f != nil {
+			f(SweptInfo{Participant: p.Name(), Swept: swept, Recovery: recovering})
+		}
 	}
 	return nil
 }
@@ -462,7 +526,7 @@ func (c *Coordinator) committedCheckpoint(ctx context.Context, done []pending, p
 			continue
 		}
 		id := done[0].checkpoint
-		if err := c.retry(ctx, func() error { return p.CommittedCheckpoint(ctx, id, data) }); err != nil {
+		if err := c.retry(ctx, id, p.Name(), phase != "", func() error { return p.CommittedCheckpoint(ctx, id, data) }); err != nil {
 			return &CommitError{Checkpoint: id, Participant: p.Name(), Target: "checkpoint " + strconv.FormatUint(id, 10), Err: err}
 		}
 		if err := c.at(phase + "checkpoint-committed:" + p.Name()); err != nil {
@@ -472,16 +536,28 @@ func (c *Coordinator) committedCheckpoint(ctx context.Context, done []pending, p
 	return nil
 }
 
-func (c *Coordinator) retry(ctx context.Context, f func() error) error {
+// retry runs f, a phase-2 step of participant part for checkpoint id,
+// until it succeeds, fails permanently, ctx ends or the attempts run out;
+// it reports each failure that is not permanent as a CommitFailed event.
+func (c *Coordinator) retry(ctx context.Context, id uint64, part string, recovering bool, f func() error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = f()
-		if err == nil || IsPermanent(err) || ctx.Err() != nil || attempt >= c.attempts {
+		if err == nil || IsPermanent(err) || ctx.Err() != nil {
 			return err
 		}
-		d := min(c.backoff<<(attempt-1), 30*time.Second)
-		d = time.Duration(rand.Int64N(int64(d) + 1))
-		c.log.Warn("commit failed, retrying", "attempt", attempt, "wait", d, "err", err)
+		retry := attempt < c.attempts
+		var d time.Duration
+		if retry {
+			d = min(c.backoff<<(attempt-1), 30*time.Second)
+			d = time.Duration(rand.Int64N(int64(d) + 1))
+		}
+		if f := c.events.CommitFailed; f != nil {
+			f(CommitFailedInfo{Checkpoint: id, Participant: part, Attempt: attempt, Retry: retry, Wait: d, Recovery: recovering, Err: err})
+		}
+		if !retry {
+			return err
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():

@@ -57,7 +57,9 @@ func (f *fake) Restore(_ context.Context, st json.RawMessage) error {
 	f.state = string(st)
 	return nil
 }
-func (f *fake) Sweep(context.Context, []*recovery.Checkpoint) error { return nil }
+func (f *fake) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
+	return nil, nil
+}
 
 func newCoord(t *testing.T, store recovery.Store, w *world, opts ...committer.Option) (*committer.Coordinator, []*fake) {
 	t.Helper()
@@ -254,9 +256,9 @@ type sweepCounter struct {
 	sweeps int
 }
 
-func (s *sweepCounter) Sweep(context.Context, []*recovery.Checkpoint) error {
+func (s *sweepCounter) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
 	s.sweeps++
-	return nil
+	return nil, nil
 }
 
 func TestSweepEvery(t *testing.T) {
@@ -496,13 +498,13 @@ type sweepSpy struct {
 	mismatch     []string
 }
 
-func (s *sweepSpy) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+func (s *sweepSpy) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
 	var ids []uint64
 	for _, r := range retained {
 		ids = append(ids, r.ID)
 		stored, err := s.store.Get(ctx, r.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a, _ := json.Marshal(r)
 		b, _ := json.Marshal(stored)
@@ -512,10 +514,10 @@ func (s *sweepSpy) Sweep(ctx context.Context, retained []*recovery.Checkpoint) e
 	}
 	there, err := s.store.List(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.given, s.there = append(s.given, ids), append(s.there, there)
-	return nil
+	return nil, nil
 }
 
 // TestPruneAndSweepWithoutListing: after Recover, checkpoints prune and
@@ -557,5 +559,74 @@ func TestPruneAndSweepWithoutListing(t *testing.T) {
 	}
 	for _, m := range spy.mismatch {
 		t.Error(m)
+	}
+}
+
+// sweeper is a fake whose sweeps report one orphan of kind "thing".
+type sweeper struct{ fake }
+
+func (s *sweeper) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
+	return committer.Swept{"thing": 1}, nil
+}
+
+// TestEvents: the event stream reports every step of recovery and of each
+// checkpoint, in order, with the failed commit attempts and the sweeps'
+// counts.
+func TestEvents(t *testing.T) {
+	ctx := context.Background()
+	w := &world{fails: map[string]int{"a@2": 2}}
+	var got []string
+	ev := committer.EventListener{
+		CheckpointBegun: func(i committer.CheckpointBegunInfo) { got = append(got, fmt.Sprintf("begun %d %v", i.ID, i.Final)) },
+		Phase1Done:      func(i committer.Phase1Info) { got = append(got, fmt.Sprintf("phase1 %d", i.ID)) },
+		Decided:         func(i committer.DecidedInfo) { got = append(got, fmt.Sprintf("decided %d (%d)", i.ID, i.Committables)) },
+		Committed: func(i committer.CommittedInfo) {
+			got = append(got, fmt.Sprintf("committed %d %v timed=%v", i.ID, i.Final, i.Total >= i.Phase2 && i.Total > 0))
+		},
+		CommitFailed: func(i committer.CommitFailedInfo) {
+			got = append(got, fmt.Sprintf("failed %d %s #%d retry=%v recovery=%v", i.Checkpoint, i.Participant, i.Attempt, i.Retry, i.Recovery))
+		},
+		Swept: func(i committer.SweptInfo) {
+			got = append(got, fmt.Sprintf("swept %s %v recovery=%v", i.Participant, map[string]int64(i.Swept), i.Recovery))
+		},
+		Recovered: func(i committer.RecoveredInfo) {
+			got = append(got, fmt.Sprintf("recovered %d (%d)", i.Checkpoint, i.Recommitted))
+		},
+	}
+	clock := time.Unix(0, 0)
+	tick := func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+	a, b := &fake{name: "a", w: w}, &sweeper{fake{name: "b", w: w}}
+	store := newStore(t)
+	c, err := committer.New(store, []committer.Participant{a, b}, committer.WithRetry(2, time.Millisecond),
+		committer.WithEventListener(ev), committer.WithClock(tick), committer.WithSweepEvery(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Checkpoint(ctx, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Checkpoint(ctx, nil, true); err == nil {
+		t.Fatal("a commit failing every attempt succeeded")
+	}
+	// A new coordinator recovers checkpoint 2 and publishes a@2 and b@2.
+	c, err = committer.New(store, []committer.Participant{a, b}, committer.WithEventListener(ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"swept a map[] recovery=true", "swept b map[thing:1] recovery=true", "recovered 0 (0)",
+		"begun 1 false", "phase1 1", "decided 1 (2)", "committed 1 false timed=true",
+		"begun 2 true", "phase1 2", "decided 2 (2)",
+		"failed 2 a #1 retry=true recovery=false", "failed 2 a #2 retry=false recovery=false",
+		"swept a map[] recovery=true", "swept b map[thing:1] recovery=true", "recovered 2 (2)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -473,7 +473,7 @@ func TestBulkSweepRollsOpenParts(t *testing.T) {
 	if len(before) == 0 {
 		t.Fatal("nothing on disk")
 	}
-	if err := w.Sweep(ctx, nil); err != nil {
+	if _, err := w.Sweep(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if after := hidden(t, root); !slices.Equal(before, after) {

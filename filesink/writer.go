@@ -1126,8 +1126,24 @@ func published(ctx context.Context, be driver.Backend, target string) bool {
 
 // Sweep implements committer.Participant: it deletes in-progress files named
 // in this subtask's namespace that neither a retained checkpoint nor an open
-// part references.
-func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+// part references. It returns the counts of its backends' sweeps
+// (driver.Backend.Sweep).
+func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
+	keep, err := w.kept(ctx, retained)
+	if err != nil {
+		return nil, err
+	}
+	swept, err := w.backend.Sweep(ctx, w.namespace(), keep[false])
+	if err != nil || w.dl == nil {
+		return swept, err
+	}
+	dl, err := w.dl.Sweep(ctx, w.namespace(), keep[true])
+	return committer.Swept(swept).Add(dl), err
+}
+
+// kept returns what the sweep must keep: the parts the retained records
+// and the live parts reference, by dead-letter or not.
+func (w *Writer) kept(ctx context.Context, retained []*recovery.Checkpoint) (map[bool][]json.RawMessage, error) {
 	keep := map[bool][]json.RawMessage{}
 	addEntry := func(raw json.RawMessage) error {
 		var e entry
@@ -1145,7 +1161,7 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 			if p.State != nil {
 				var st state
 				if err := json.Unmarshal(p.State, &st); err != nil {
-					return fmt.Errorf("filesink: bad state in checkpoint %d: %w", c.ID, err)
+					return nil, fmt.Errorf("filesink: bad state in checkpoint %d: %w", c.ID, err)
 				}
 				for _, e := range st.Parts {
 					keep[e.DeadLetter] = append(keep[e.DeadLetter], e.Part)
@@ -1153,7 +1169,7 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 			}
 			for _, pc := range p.Pending {
 				if err := addEntry(pc.Data); err != nil {
-					return fmt.Errorf("filesink: bad committable in checkpoint %d: %w", c.ID, err)
+					return nil, fmt.Errorf("filesink: bad committable in checkpoint %d: %w", c.ID, err)
 				}
 			}
 		}
@@ -1164,7 +1180,7 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 	for _, b := range w.sorted() {
 		if w.isBulk(b) && b.part != nil && b.part.pw != nil {
 			if err := w.roll(ctx, b); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
@@ -1173,14 +1189,14 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 	for _, c := range w.rolled {
 		data, err := c.committable(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := addEntry(data); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := w.io.wait(); err != nil {
-		return err
+		return nil, err
 	}
 	for _, b := range w.sorted() {
 		p := b.part
@@ -1190,20 +1206,13 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 		if p.resumable == nil {
 			r, err := p.pw.Persist(ctx)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			p.resumable, p.persisted = r, p.pw.Size()
 		}
 		keep[b.key.dl] = append(keep[b.key.dl], p.resumable)
 	}
-	if _, err := w.backend.Sweep(ctx, w.namespace(), keep[false]); err != nil {
-		return err
-	}
-	if w.dl != nil {
-		_, err := w.dl.Sweep(ctx, w.namespace(), keep[true])
-		return err
-	}
-	return nil
+	return keep, nil
 }
 
 // Close releases every open part file without publishing anything; staging

@@ -1077,7 +1077,7 @@ func TestRestoreNilDropsOpenParts(t *testing.T) {
 	if len(hidden(t, root)) == 0 {
 		t.Errorf("Restore deleted staging files (a checkpoint may reference them)")
 	}
-	if err := w.Sweep(ctx, nil); err != nil {
+	if _, err := w.Sweep(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if h := hidden(t, root); len(h) != 0 {
@@ -1129,7 +1129,7 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	w := newWriter(t, be, 0)
-	if err := w.Sweep(ctx, retained); err != nil {
+	if _, err := w.Sweep(ctx, retained); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range orphans {
@@ -1169,7 +1169,7 @@ func TestSweepKeepsLiveParts(t *testing.T) {
 	if len(before) != 2 {
 		t.Fatalf("setup: staging files %v, want 2", before)
 	}
-	if err := w.Sweep(ctx, nil); err != nil {
+	if _, err := w.Sweep(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if after := hidden(t, root); !slices.Equal(after, before) {

@@ -76,13 +76,17 @@ type Config struct {
 	// return an index in [0, n).
 	Partition func(record []byte, n int) int
 	// Progress, if set, receives totals after every batch and checkpoint.
-	// It is called from Run's goroutine and must not block.
+	// It is called from Run's goroutine and must not block. (The same as
+	// Events.Progress; both are called.)
 	Progress func(Progress)
-	// Barrier, if set, is called on Run's goroutine right before the
-	// barrier of checkpoint id is taken: the start of the checkpoint, for
-	// timing it (the committer.WithHook points mark its later steps). It
-	// must not block.
+	// Barrier, if set, is called on Run's goroutine when the barrier of
+	// checkpoint id is taken: the start of the checkpoint. It must not
+	// block. (The same as Events.CheckpointBegun; both are called.)
 	Barrier func(id uint64, final bool)
+	// Events receives the run's events: the commit protocol's steps with
+	// their durations, recovery, sweeps, failed commits, the source, the
+	// progress. The Logger gets them too.
+	Events EventListener
 	// Committed, if set, is called after each checkpoint's phase 2 (its
 	// files and manifests published) with its id, on the goroutine that
 	// committed it and before the next checkpoint's phase 2; an error
@@ -142,7 +146,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &runner{cfg: cfg, log: cfg.Logger, cancel: cancel}
+	r := &runner{cfg: cfg, ev: cfg.events(), cancel: cancel}
 	defer r.shutdown()
 	r.startSubtasks(ctx)
 	if err := r.recover(ctx); err != nil {
@@ -160,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // except complete.
 type runner struct {
 	cfg    Config
-	log    *slog.Logger
+	ev     EventListener      // cfg.events()
 	cancel context.CancelFunc // cancels Run's context
 
 	subs  []*subtask
@@ -244,7 +248,7 @@ func (r *runner) recover(ctx context.Context) error {
 	for i, s := range r.subs {
 		parts[i] = s
 	}
-	opts := append([]committer.Option{committer.WithLogger(r.log)}, r.cfg.CommitterOptions...)
+	opts := append([]committer.Option{committer.WithEventListener(r.ev.EventListener)}, r.cfg.CommitterOptions...)
 	if r.cfg.Committed != nil {
 		opts = append(opts, committer.WithPostCommit(r.cfg.Committed))
 	}
@@ -287,18 +291,14 @@ func (r *runner) openSource(ctx context.Context) error {
 	if openPos != nil {
 		r.lastPos = openPos
 	}
-	if r.res.Restored != 0 {
-		if src.Replayable() {
-			r.log.Info("restored", "checkpoint", r.res.Restored, "source", src.Describe())
-		} else {
-			r.log.Warn("the source is not replayable: records read after the last checkpoint of the previous run are lost", "checkpoint", r.res.Restored, "source", src.Describe())
-		}
+	if f := r.ev.SourceOpened; f != nil {
+		f(SourceInfo{Restored: r.res.Restored, Source: src.Describe(), Replayable: src.Replayable()})
 	}
 	// A source that reports progress outside the checkpoints (a Kafka
 	// consumer group, for monitoring) gets the position of every
 	// checkpoint whose phase 2 succeeded, the restored one included.
 	if gc, ok := src.(source.GroupCommitter); ok {
-		r.groups = startGroupCommits(ctx, gc, r.log)
+		r.groups = startGroupCommits(ctx, gc, r.cfg.Logger)
 		if r.res.Restored != 0 {
 			r.groups.offer(r.res.Restored, pos)
 		}
@@ -334,7 +334,7 @@ func (r *runner) loop(ctx context.Context) (Result, error) {
 			// Let the reader hand over what it has read (a non-replayable
 			// source cannot give it again); the final checkpoint follows
 			// when it closes the channel.
-			r.log.Info("stopping: taking a final checkpoint")
+			r.cfg.Logger.Info("stopping: taking a final checkpoint")
 			close(r.stopReading)
 			stop = nil
 			r.ckptTicker.stop()
@@ -375,8 +375,8 @@ func (r *runner) onBatch(ctx context.Context, b *batch) (eof bool, err error) {
 		r.prog.Records += int64(n)
 		r.prog.Bytes += int64(size)
 		r.sinceCkpt += int64(n)
-		if r.cfg.Progress != nil {
-			r.cfg.Progress(r.prog)
+		if r.ev.Progress != nil {
+			r.ev.Progress(r.prog)
 		}
 	}
 	r.lastPos = pos
@@ -450,9 +450,6 @@ func (r *runner) checkpoint(ctx context.Context, final bool) error {
 			return err
 		}
 	}
-	if r.cfg.Barrier != nil {
-		r.cfg.Barrier(r.coord.NextID(), final)
-	}
 	ph, err := r.coord.Begin(ctx, r.lastPos, final)
 	if err != nil {
 		return r.subtaskErr(err)
@@ -501,9 +498,8 @@ func (r *runner) settle(o outcome, final bool) error {
 	r.prog.Checkpoints++
 	r.prog.Checkpoint = o.id
 	r.prog.Done = final
-	r.log.Debug("checkpoint", "id", o.id, "final", final, "records", r.prog.Records)
-	if r.cfg.Progress != nil {
-		r.cfg.Progress(r.prog)
+	if r.ev.Progress != nil {
+		r.ev.Progress(r.prog)
 	}
 	return nil
 }

@@ -941,9 +941,11 @@ func (g *gatedSink) Prepare(ctx context.Context, id uint64, final bool) (committ
 		return committer.Snapshot{}, nil
 	}, nil
 }
-func (g *gatedSink) Commit(context.Context, json.RawMessage) error       { return nil }
-func (g *gatedSink) Restore(context.Context, json.RawMessage) error      { return nil }
-func (g *gatedSink) Sweep(context.Context, []*recovery.Checkpoint) error { return nil }
+func (g *gatedSink) Commit(context.Context, json.RawMessage) error  { return nil }
+func (g *gatedSink) Restore(context.Context, json.RawMessage) error { return nil }
+func (g *gatedSink) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
+	return nil, nil
+}
 
 // TestIntervalCheckpointDoesNotStopRecords: while a checkpoint's phase 1
 // runs, the next interval checkpoint falls due; the records keep flowing

@@ -143,8 +143,9 @@ func (s *subtask) Restore(ctx context.Context, state json.RawMessage) error {
 	return s.call(func() error { return s.sink.Restore(ctx, state) })
 }
 
-func (s *subtask) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
-	return s.call(func() error { return s.sink.Sweep(ctx, retained) })
+func (s *subtask) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (swept committer.Swept, err error) {
+	err = s.call(func() (e error) { swept, e = s.sink.Sweep(ctx, retained); return })
+	return swept, err
 }
 
 // tick runs Sink.Tick on the subtask's goroutine.

@@ -280,7 +280,7 @@ func (c *counter) Restore(ctx context.Context, state json.RawMessage) error {
 	return c.out.Restore(ctx, state)
 }
 
-func (c *counter) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+func (c *counter) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
 	return c.out.Sweep(ctx, retained)
 }
 

@@ -617,7 +617,9 @@ func (s *Sink) Restore(_ context.Context, raw json.RawMessage) error {
 }
 
 // Sweep does nothing: the sink stages nothing.
-func (s *Sink) Sweep(context.Context, []*recovery.Checkpoint) error { return nil }
+func (s *Sink) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
+	return nil, nil
+}
 
 // Tick returns the sink's failure, if any, so that a dead worker stops the
 // pipeline while no records come.

@@ -54,7 +54,8 @@ func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
 
 // sink instruments a pipeline.Sink. Its methods are called as the
 // pipeline calls the wrapped sink's: one at a time, on the subtask's
-// goroutine, except CommittedCheckpoint (the committing goroutine).
+// goroutine, except the Wait of Prepare and CommittedCheckpoint (the
+// committing goroutine).
 type sink struct {
 	pipeline.Sink
 	m    *Metrics
@@ -116,32 +117,18 @@ func (s *sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Wa
 
 func (s *sink) Commit(ctx context.Context, c json.RawMessage) error {
 	err := s.Sink.Commit(ctx, c)
-	s.committed(ctx, err)
+	s.committed(err)
 	return err
 }
 
-// committed counts a commit's outcome: one committable fewer pending, or
-// a failed attempt the coordinator retries.
-func (s *sink) committed(ctx context.Context, err error) {
-	switch {
-	case err == nil:
-		// Recovery commits the restored record's committables before
-		// Restore; those were not counted as pending by this run.
-		if s.st.restored.Load() {
-			s.st.pending.Add(-1)
-		}
-	case !committer.IsPermanent(err) && ctx.Err() == nil:
-		s.m.retries.Add(1)
+// committed counts a published committable: one fewer pending.
+// (Failed attempts are counted from the protocol's events.)
+func (s *sink) committed(err error) {
+	// Recovery commits the restored record's committables before
+	// Restore; those were not counted as pending by this run.
+	if err == nil && s.st.restored.Load() {
+		s.st.pending.Add(-1)
 	}
-}
-
-// CommittedCheckpoint forwards to the sink, counting a failed attempt.
-func (s *sink) CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error {
-	err := s.Sink.CommittedCheckpoint(ctx, id, committables)
-	if err != nil && !committer.IsPermanent(err) && ctx.Err() == nil {
-		s.m.retries.Add(1)
-	}
-	return err
 }
 
 // BeginBatch forwards to a wrapped pipeline.Batcher.
@@ -168,10 +155,8 @@ func (s *sink) Restore(ctx context.Context, state json.RawMessage) error {
 	return err
 }
 
-func (s *sink) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
-	s.m.sweeping.Add(1)
-	defer s.m.sweeping.Add(-1)
-	err := s.Sink.Sweep(ctx, retained)
+func (s *sink) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
+	swept, err := s.Sink.Sweep(ctx, retained)
 	s.sample()
-	return err
+	return swept, err
 }
