@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -15,78 +14,15 @@ import (
 	"github.com/filesink/filesink/recovery"
 )
 
-// Option configures a Coordinator.
-type Option func(*Coordinator)
-
-// WithRetain sets how many checkpoint records are kept (default
-// recovery.DefaultRetain, minimum 1).
-func WithRetain(n int) Option { return func(c *Coordinator) { c.retain = n } }
-
-// WithLogger logs the protocol's events to l (LogEvents; default: no logs).
-func WithLogger(l *slog.Logger) Option {
-	return func(c *Coordinator) { c.events = TeeEventListener(c.events, LogEvents(l)) }
-}
-
-// WithEventListener adds l to the listeners of the protocol's events;
-// listeners added earlier are called first.
-func WithEventListener(l EventListener) Option {
-	return func(c *Coordinator) { c.events = TeeEventListener(c.events, l) }
-}
-
-// WithRetry sets the phase-2 retry policy: at most attempts tries per
-// committable, waiting base, 2*base, 4*base ... (capped at 30 s) with full
-// jitter between tries. Default 6 attempts from 100 ms.
-func WithRetry(attempts int, base time.Duration) Option {
-	return func(c *Coordinator) { c.attempts, c.backoff = max(attempts, 1), base }
-}
-
-// WithHook is for tests: it installs a function called at each named
-// point of the protocol
-// ("prepared:NAME", "phase1", "decided", "committed:N" after the n-th commit of
-// a phase 2, "checkpoint-committed:NAME" after a participant's CommittedCheckpoint,
-// "phase2", "pruned", and the same with prefix "recover:" during
-// recovery). A non-nil error from the hook stops the coordinator there, as a
-// crash at that instant would; tests use it to crash at every point. It
-// is no event stream: observe the protocol with WithEventListener.
-func WithHook(h func(point string) error) Option { return func(c *Coordinator) { c.hook = h } }
-
-// WithSweepEvery makes phase 2 also sweep orphaned staging data (protocol
-// step 5, cleanup) after every n-th checkpoint and after a final one, with
-// the retained records; 0 (the default) sweeps only at recovery. Backends
-// whose staging outlives a commit (S3 tail objects of older checkpoints)
-// need it; a sweep that walks a whole local output tree may be costly.
-func WithSweepEvery(n int) Option { return func(c *Coordinator) { c.sweepEvery = n } }
-
-// WithPostCommit sets a function called after each checkpoint's phase 2
-// (its committables and CommittedCheckpoint calls published, old records
-// pruned, staging swept), with its id, on the goroutine that committed it:
-// by Commit and Complete, not by Recover. An error fails the commit as a
-// commit error does. For work that must follow a commit, such as
-// partition-complete markers.
-func WithPostCommit(f func(ctx context.Context, id uint64) error) Option {
-	return func(c *Coordinator) { c.postCommit = f }
-}
-
-// WithClock sets the time source for record timestamps (default time.Now).
-func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.now = now } }
-
 // Coordinator runs the protocol over a fixed set of participants.
 // Not safe for concurrent use.
 type Coordinator struct {
-	store    recovery.Store
-	parts    []Participant
-	retain   int
-	attempts int
-	backoff  time.Duration
-	events   EventListener
-	hook     func(string) error
-	now      func() time.Time
+	config // the options, validated
+	store  recovery.Store
+	parts  []Participant
 
-	postCommit func(ctx context.Context, id uint64) error
-
-	sweepEvery int
-	final      bool   // the last Prepare was final
-	begun      uint64 // id+1 of the checkpoint begun and not yet decided
+	final bool   // the last Prepare was final
+	begun uint64 // id+1 of the checkpoint begun and not yet decided
 
 	recovered bool
 	broken    error
@@ -112,16 +48,16 @@ type pending struct {
 	data       json.RawMessage
 }
 
-// New returns a coordinator for parts (names must be unique) over store.
-// Recover must be called before the first checkpoint.
+// New returns a coordinator for parts (names must be unique) over store,
+// configured by opts; it fails if an option is invalid. Recover must be
+// called before the first checkpoint.
 func New(store recovery.Store, parts []Participant, opts ...Option) (*Coordinator, error) {
-	c := &Coordinator{
-		store: store, parts: parts, retain: recovery.DefaultRetain,
-		attempts: 6, backoff: 100 * time.Millisecond,
-		now: time.Now,
-	}
+	cfg := defaultConfig()
 	for _, o := range opts {
-		o(c)
+		o.apply(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if store == nil {
 		return nil, errors.New("committer: nil checkpoint store")
@@ -136,8 +72,7 @@ func New(store recovery.Store, parts []Participant, opts ...Option) (*Coordinato
 		}
 		seen[p.Name()] = true
 	}
-	c.retain = max(c.retain, 1)
-	return c, nil
+	return &Coordinator{config: cfg, store: store, parts: parts}, nil
 }
 
 func (c *Coordinator) at(point string) error {

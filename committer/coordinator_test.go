@@ -630,3 +630,27 @@ func TestEvents(t *testing.T) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestOptionsValidated: New rejects invalid options, each naming itself.
+func TestOptionsValidated(t *testing.T) {
+	store, w := newStore(t), &world{}
+	parts := []committer.Participant{&fake{name: "a", w: w}}
+	for _, tc := range []struct {
+		opt  committer.Option
+		want string
+	}{
+		{committer.WithRetain(0), "WithRetain"},
+		{committer.WithRetry(0, time.Second), "WithRetry"},
+		{committer.WithRetry(3, -time.Second), "WithRetry"},
+		{committer.WithSweepEvery(-1), "WithSweepEvery"},
+		{committer.WithClock(nil), "WithClock"},
+		{committer.WithLogger(nil), "WithLogger"},
+	} {
+		if _, err := committer.New(store, parts, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New with an invalid %s: %v", tc.want, err)
+		}
+	}
+	if _, err := committer.New(store, parts, committer.WithRetain(1), committer.WithRetry(1, 0), committer.WithSweepEvery(0)); err != nil {
+		t.Errorf("New with valid options: %v", err)
+	}
+}
