@@ -38,6 +38,15 @@
 // whose contract is package committer/driver; package committer/drivertest
 // checks it for every backend.
 //
+// # Events
+//
+// An [EventListener] (WithEventListener) receives the protocol's steps as
+// typed events: checkpoint begun, phase 1 done, decided, committed (with
+// durations), commit attempts that failed, sweeps (with counts by kind of
+// staging data, [Swept]) and the end of recovery. Logs ([LogEvents],
+// WithLogger) and metrics are built on them. [WithHook] is a test seam
+// (crash points), not an event stream.
+//
 // # Errors
 //
 // Commit errors wrapping [ErrDataLoss] or [ErrAlreadyExists] are permanent and

@@ -24,6 +24,14 @@
 // barrier, so that its phase 2 releases the branch's row locks before the
 // next records need them.
 //
+// # Events
+//
+// Config.Events ([EventListener]) receives the run's events: the commit
+// protocol's (committer.EventListener: checkpoint steps with durations,
+// recovery, sweeps with counts, failed commit attempts), the opened source
+// and the progress totals. Config.Logger logs them; Config.Progress and
+// Config.Barrier are shorthands for two of them.
+//
 // # Group commits (monitoring)
 //
 // A source that implements source.GroupCommitter (the Kafka source, with a
