@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -15,62 +14,25 @@ import (
 	"github.com/filesink/filesink/recovery"
 )
 
-// Option configures a Coordinator.
-type Option func(*Coordinator)
-
-// WithRetain sets how many checkpoint records are kept (default
-// recovery.DefaultRetain, minimum 1).
-func WithRetain(n int) Option { return func(c *Coordinator) { c.retain = n } }
-
-// WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(c *Coordinator) { c.log = l } }
-
-// WithRetry sets the phase-2 retry policy: at most attempts tries per
-// committable, waiting base, 2*base, 4*base ... (capped at 30 s) with full
-// jitter between tries. Default 6 attempts from 100 ms.
-func WithRetry(attempts int, base time.Duration) Option {
-	return func(c *Coordinator) { c.attempts, c.backoff = max(attempts, 1), base }
-}
-
-// WithHook installs a function called at each named point of the protocol
-// ("prepared:NAME", "phase1", "decided", "committed:N" after the n-th commit of
-// a phase 2, "checkpoint-committed:NAME" after a CheckpointCommitter's call,
-// "phase2", "pruned", and the same with prefix "recover:" during
-// recovery). A non-nil error from the hook stops the coordinator there, as a
-// crash at that instant would; tests use it to crash at every point.
-func WithHook(h func(point string) error) Option { return func(c *Coordinator) { c.hook = h } }
-
-// WithSweepEvery makes phase 2 also sweep orphaned staging data (protocol
-// step 5, cleanup) after every n-th checkpoint and after a final one, with
-// the retained records; 0 (the default) sweeps only at recovery. Backends
-// whose staging outlives a commit (S3 tail objects of older checkpoints)
-// need it; a sweep that walks a whole local output tree may be costly.
-func WithSweepEvery(n int) Option { return func(c *Coordinator) { c.sweepEvery = n } }
-
-// WithClock sets the time source for record timestamps (default time.Now).
-func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.now = now } }
-
 // Coordinator runs the protocol over a fixed set of participants.
 // Not safe for concurrent use.
 type Coordinator struct {
-	store    recovery.Store
-	parts    []Participant
-	retain   int
-	attempts int
-	backoff  time.Duration
-	log      *slog.Logger
-	hook     func(string) error
-	now      func() time.Time
+	config // the options, validated
+	store  recovery.Store
+	parts  []Participant
 
-	sweepEvery int
-	final      bool   // the last Prepare was final
-	begun      uint64 // id+1 of the checkpoint begun and not yet decided
+	final bool   // the last Prepare was final
+	begun uint64 // id+1 of the checkpoint begun and not yet decided
 
 	recovered bool
 	broken    error
 	next      uint64    // id of the next checkpoint
 	pending   []pending // decided or prepared, not yet committed, in checkpoint order
-	commits   int       // commits run in the current phase 2 (for hook names)
+	// timing of the checkpoint begun or decided last, for the events
+	timing struct {
+		id                     uint64
+		begun, phase1, decided time.Time
+	}
 	// records are the records in the store, oldest first, as this
 	// coordinator knows them: listed by Recover, then each one it writes
 	// added and each one it prunes removed. Pruning and the sweeps use them
@@ -86,16 +48,16 @@ type pending struct {
 	data       json.RawMessage
 }
 
-// New returns a coordinator for parts (names must be unique) over store.
-// Recover must be called before the first checkpoint.
+// New returns a coordinator for parts (names must be unique) over store,
+// configured by opts; it fails if an option is invalid. Recover must be
+// called before the first checkpoint.
 func New(store recovery.Store, parts []Participant, opts ...Option) (*Coordinator, error) {
-	c := &Coordinator{
-		store: store, parts: parts, retain: recovery.DefaultRetain,
-		attempts: 6, backoff: 100 * time.Millisecond,
-		log: slog.New(slog.DiscardHandler), now: time.Now,
-	}
+	cfg := defaultConfig()
 	for _, o := range opts {
-		o(c)
+		o.apply(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if store == nil {
 		return nil, errors.New("committer: nil checkpoint store")
@@ -110,8 +72,7 @@ func New(store recovery.Store, parts []Participant, opts ...Option) (*Coordinato
 		}
 		seen[p.Name()] = true
 	}
-	c.retain = max(c.retain, 1)
-	return c, nil
+	return &Coordinator{config: cfg, store: store, parts: parts}, nil
 }
 
 func (c *Coordinator) at(point string) error {
@@ -158,9 +119,10 @@ func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error)
 		last = retained[len(retained)-1]
 	}
 	c.next = 1
+	start := c.now()
 	states := make([]json.RawMessage, len(c.parts))
+	recommitted := 0
 	if last != nil {
-		c.log.Info("recovering", "checkpoint", last.ID, "store", c.store.Location())
 		if len(last.Participants) != len(c.parts) {
 			return nil, c.fail(fmt.Errorf("recover checkpoint %d: record has %d participants, this run has %d (run with the parallelism that wrote it): %w",
 				last.ID, len(last.Participants), len(c.parts), ErrParticipantMismatch))
@@ -176,6 +138,7 @@ func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error)
 			}
 		}
 		sortPending(c.pending)
+		recommitted = len(c.pending)
 		c.next = last.ID + 1
 		if err := c.commit(ctx, last.ID, "recover:"); err != nil {
 			return nil, c.fail(err)
@@ -189,15 +152,20 @@ func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error)
 	if err := c.at("recover:restored"); err != nil {
 		return nil, c.fail(err)
 	}
-	for _, p := range c.parts {
-		if err := p.Sweep(ctx, retained); err != nil {
-			return nil, c.fail(fmt.Errorf("sweep %s: %w", p.Name(), err))
-		}
+	if err := c.sweep(ctx, retained, true); err != nil {
+		return nil, c.fail(err)
 	}
 	if err := c.at("recover:swept"); err != nil {
 		return nil, c.fail(err)
 	}
 	c.recovered = true
+	if f := c.events.Recovered; f != nil {
+		info := RecoveredInfo{Recommitted: recommitted, Duration: c.now().Sub(start)}
+		if last != nil {
+			info.Checkpoint = last.ID
+		}
+		f(info)
+	}
 	return last, nil
 }
 
@@ -225,15 +193,14 @@ type Phase1 struct {
 	id     uint64
 	final  bool
 	source json.RawMessage
-	waits  []func(context.Context) (Snapshot, error)
+	waits  []Wait
 }
 
 // ID is the checkpoint's id.
 func (ph *Phase1) ID() uint64 { return ph.id }
 
-// Begin takes the barrier of the next checkpoint: every participant that is
-// an AsyncPreparer starts its phase 1 (PrepareAsync), the others prepare at
-// once. source is the source position the checkpoint records: the position
+// Begin takes the barrier of the next checkpoint: every participant's
+// Prepare starts its phase 1 (or does all of it). source is the source position the checkpoint records: the position
 // right after the last record handed to the participants before Begin.
 // After a nil error, records handed to participants belong to the next
 // checkpoint, and Decide must be called (from any goroutine) before any
@@ -247,21 +214,17 @@ func (c *Coordinator) Begin(ctx context.Context, source json.RawMessage, final b
 		return nil, fmt.Errorf("committer: checkpoint %d begun while checkpoint %d is not decided", c.next, c.begun-1)
 	}
 	c.begun = c.next + 1
-	ph := &Phase1{c: c, id: c.next, final: final, source: source, waits: make([]func(context.Context) (Snapshot, error), len(c.parts))}
+	c.timing.id, c.timing.begun = c.next, c.now()
+	if f := c.events.CheckpointBegun; f != nil {
+		f(CheckpointBegunInfo{ID: c.next, Final: final})
+	}
+	ph := &Phase1{c: c, id: c.next, final: final, source: source, waits: make([]Wait, len(c.parts))}
 	for i, p := range c.parts {
-		if ap, ok := p.(AsyncPreparer); ok {
-			wait, err := ap.PrepareAsync(ctx, ph.id, final)
-			if err != nil {
-				return nil, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", ph.id, p.Name(), err))
-			}
-			ph.waits[i] = wait
-			continue
-		}
-		snap, err := p.Prepare(ctx, ph.id, final)
+		wait, err := p.Prepare(ctx, ph.id, final)
 		if err != nil {
 			return nil, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", ph.id, p.Name(), err))
 		}
-		ph.waits[i] = func(context.Context) (Snapshot, error) { return snap, nil }
+		ph.waits[i] = wait
 	}
 	return ph, nil
 }
@@ -296,6 +259,10 @@ func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
 			return 0, c.fail(err)
 		}
 	}
+	c.timing.phase1 = c.now()
+	if f := c.events.Phase1Done; f != nil {
+		f(Phase1Info{ID: id, Duration: c.timing.phase1.Sub(c.timing.begun)})
+	}
 	if err := c.at("phase1"); err != nil {
 		return 0, c.fail(err)
 	}
@@ -317,6 +284,10 @@ func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
 	c.pending = all
 	c.next = id + 1
 	c.final = ph.final
+	c.timing.decided = c.now()
+	if f := c.events.Decided; f != nil {
+		f(DecidedInfo{ID: id, Committables: len(fresh), Duration: c.timing.decided.Sub(c.timing.phase1)})
+	}
 	if err := c.at("decided"); err != nil {
 		return 0, c.fail(err)
 	}
@@ -340,28 +311,47 @@ func (c *Coordinator) Commit(ctx context.Context, id uint64) error {
 	if err := c.commit(ctx, id, ""); err != nil {
 		return c.fail(err)
 	}
+	if c.postCommit != nil {
+		if err := c.postCommit(ctx, id); err != nil {
+			return c.fail(err)
+		}
+	}
 	return nil
 }
 
-// Checkpoint runs Prepare then Commit.
-func (c *Coordinator) Checkpoint(ctx context.Context, source json.RawMessage, final bool) (uint64, error) {
-	id, err := c.Prepare(ctx, source, final)
+// Complete finishes the checkpoint: Decide, then Commit of everything
+// decided up to it, which runs the post-commit steps (the participants'
+// CommittedCheckpoint, and WithPostCommit's function). A nil error means
+// the checkpoint is decided and published. Like Decide, it must be called
+// once, with no other method of the coordinator running meanwhile; it may
+// run on any goroutine while the participants receive records.
+func (ph *Phase1) Complete(ctx context.Context) (uint64, error) {
+	id, err := ph.Decide(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return id, c.Commit(ctx, id)
+	return id, ph.c.Commit(ctx, id)
+}
+
+// Checkpoint runs a whole checkpoint: Begin, then Complete.
+func (c *Coordinator) Checkpoint(ctx context.Context, source json.RawMessage, final bool) (uint64, error) {
+	ph, err := c.Begin(ctx, source, final)
+	if err != nil {
+		return 0, err
+	}
+	return ph.Complete(ctx)
 }
 
 func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) error {
 	// Committables leave c.pending only once their whole checkpoint is
-	// published, CheckpointCommitter calls included: after a failure the
+	// published, CommittedCheckpoint calls included: after a failure the
 	// checkpoint's committables are committed again (a no-op for those
 	// already published) so that its CommittedCheckpoint calls are made.
 	n, group := 0, 0
 	for n < len(c.pending) && c.pending[n].checkpoint <= upTo {
 		pc := c.pending[n]
 		p := c.parts[pc.part]
-		if err := c.retry(ctx, func() error { return p.Commit(ctx, pc.data) }); err != nil {
+		if err := c.retry(ctx, pc.checkpoint, p.Name(), phase != "", func() error { return p.Commit(ctx, pc.data) }); err != nil {
 			var ce *CommitError
 			if !errors.As(err, &ce) {
 				err = &CommitError{Checkpoint: pc.checkpoint, Participant: p.Name(), Target: string(pc.data), Err: err}
@@ -389,17 +379,48 @@ func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) err
 	if err := c.prune(ctx); err != nil {
 		return fmt.Errorf("prune checkpoints in %s: %w", c.store.Location(), err)
 	}
+	if phase == "" {
+		c.committed(upTo)
+	}
 	if err := c.at(phase + "pruned"); err != nil {
 		return err
 	}
 	if phase == "" && c.sweepEvery > 0 && (upTo%uint64(c.sweepEvery) == 0 || c.final) {
-		retained := slices.Clone(c.records)
-		for _, p := range c.parts {
-			if err := p.Sweep(ctx, retained); err != nil {
-				return fmt.Errorf("cleanup %s: %w", p.Name(), err)
-			}
+		if err := c.sweep(ctx, slices.Clone(c.records), false); err != nil {
+			return err
 		}
 		return c.at("swept")
+	}
+	return nil
+}
+
+// committed reports the end of phase 2 up to checkpoint id.
+func (c *Coordinator) committed(id uint64) {
+	f := c.events.Committed
+	if f == nil {
+		return
+	}
+	now := c.now()
+	info := CommittedInfo{ID: id, Final: c.final}
+	if c.timing.id == id && !c.timing.decided.IsZero() {
+		info.Phase2, info.Total = now.Sub(c.timing.decided), now.Sub(c.timing.begun)
+	}
+	f(info)
+}
+
+// sweep runs every participant's Sweep with the retained records.
+func (c *Coordinator) sweep(ctx context.Context, retained []*recovery.Checkpoint, recovering bool) error {
+	for _, p := range c.parts {
+		swept, err := p.Sweep(ctx, retained)
+		if err != nil {
+			if recovering {
+				return fmt.Errorf("sweep %s: %w", p.Name(), err)
+			}
+			return fmt.Errorf("cleanup %s: %w", p.Name(), err)
+		}
+		if f := c.events.Swept; f != nil {
+			f(SweptInfo{Participant: p.Name(), Swept: swept, Recovery: recovering})
+		}
 	}
 	return nil
 }
@@ -426,14 +447,10 @@ func (c *Coordinator) prune(ctx context.Context) error {
 }
 
 // committedCheckpoint calls CommittedCheckpoint of every participant that
-// implements it with its committables in done, all of one checkpoint, in
+// has committables in done, with them in done, all of one checkpoint, in
 // participant order.
 func (c *Coordinator) committedCheckpoint(ctx context.Context, done []pending, phase string) error {
 	for i, p := range c.parts {
-		cc, ok := p.(CheckpointCommitter)
-		if !ok {
-			continue
-		}
 		var data []json.RawMessage
 		for _, pc := range done {
 			if pc.part == i {
@@ -444,7 +461,7 @@ func (c *Coordinator) committedCheckpoint(ctx context.Context, done []pending, p
 			continue
 		}
 		id := done[0].checkpoint
-		if err := c.retry(ctx, func() error { return cc.CommittedCheckpoint(ctx, id, data) }); err != nil {
+		if err := c.retry(ctx, id, p.Name(), phase != "", func() error { return p.CommittedCheckpoint(ctx, id, data) }); err != nil {
 			return &CommitError{Checkpoint: id, Participant: p.Name(), Target: "checkpoint " + strconv.FormatUint(id, 10), Err: err}
 		}
 		if err := c.at(phase + "checkpoint-committed:" + p.Name()); err != nil {
@@ -454,16 +471,28 @@ func (c *Coordinator) committedCheckpoint(ctx context.Context, done []pending, p
 	return nil
 }
 
-func (c *Coordinator) retry(ctx context.Context, f func() error) error {
+// retry runs f, a phase-2 step of participant part for checkpoint id,
+// until it succeeds, fails permanently, ctx ends or the attempts run out;
+// it reports each failure that is not permanent as a CommitFailed event.
+func (c *Coordinator) retry(ctx context.Context, id uint64, part string, recovering bool, f func() error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = f()
-		if err == nil || IsPermanent(err) || ctx.Err() != nil || attempt >= c.attempts {
+		if err == nil || IsPermanent(err) || ctx.Err() != nil {
 			return err
 		}
-		d := min(c.backoff<<(attempt-1), 30*time.Second)
-		d = time.Duration(rand.Int64N(int64(d) + 1))
-		c.log.Warn("commit failed, retrying", "attempt", attempt, "wait", d, "err", err)
+		retry := attempt < c.attempts
+		var d time.Duration
+		if retry {
+			d = min(c.backoff<<(attempt-1), 30*time.Second)
+			d = time.Duration(rand.Int64N(int64(d) + 1))
+		}
+		if f := c.events.CommitFailed; f != nil {
+			f(CommitFailedInfo{Checkpoint: id, Participant: part, Attempt: attempt, Retry: retry, Wait: d, Recovery: recovering, Err: err})
+		}
+		if !retry {
+			return err
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():

@@ -24,6 +24,7 @@ type world struct {
 // fake is a participant whose committables are strings; each Prepare emits
 // one committable "<name>@<id>" unless final with no data.
 type fake struct {
+	committer.NopPostCommit
 	name    string
 	w       *world
 	state   string
@@ -31,10 +32,13 @@ type fake struct {
 }
 
 func (f *fake) Name() string { return f.name }
-func (f *fake) Prepare(_ context.Context, id uint64, final bool) (committer.Snapshot, error) {
+func (f *fake) Prepare(_ context.Context, id uint64, final bool) (committer.Wait, error) {
+	return committer.Ready(f.snapshot(id)), nil
+}
+func (f *fake) snapshot(id uint64) committer.Snapshot {
 	c, _ := json.Marshal(fmt.Sprintf("%s@%d", f.name, id))
 	st, _ := json.Marshal(fmt.Sprintf("state@%d", id))
-	return committer.Snapshot{State: st, Committables: []json.RawMessage{c}}, nil
+	return committer.Snapshot{State: st, Committables: []json.RawMessage{c}}
 }
 func (f *fake) Commit(_ context.Context, c json.RawMessage) error {
 	var s string
@@ -53,7 +57,9 @@ func (f *fake) Restore(_ context.Context, st json.RawMessage) error {
 	f.state = string(st)
 	return nil
 }
-func (f *fake) Sweep(context.Context, []*recovery.Checkpoint) error { return nil }
+func (f *fake) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
+	return nil, nil
+}
 
 func newCoord(t *testing.T, store recovery.Store, w *world, opts ...committer.Option) (*committer.Coordinator, []*fake) {
 	t.Helper()
@@ -250,9 +256,9 @@ type sweepCounter struct {
 	sweeps int
 }
 
-func (s *sweepCounter) Sweep(context.Context, []*recovery.Checkpoint) error {
+func (s *sweepCounter) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
 	s.sweeps++
-	return nil
+	return nil, nil
 }
 
 func TestSweepEvery(t *testing.T) {
@@ -287,12 +293,12 @@ type asyncFake struct {
 	gate chan struct{}
 }
 
-func (f *asyncFake) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
-	snap, err := f.Prepare(ctx, id, final)
+func (f *asyncFake) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
+	snap := f.snapshot(id)
 	return func(ctx context.Context) (committer.Snapshot, error) {
 		select {
 		case <-f.gate:
-			return snap, err
+			return snap, nil
 		case <-ctx.Done():
 			return committer.Snapshot{}, ctx.Err()
 		}
@@ -363,7 +369,7 @@ func TestBeginDecide(t *testing.T) {
 	}
 }
 
-// manifester is a fake that also implements committer.CheckpointCommitter:
+// manifester is a fake with a CommittedCheckpoint of its own:
 // it records, per checkpoint, the committables it was told about, and
 // checks that each of them was published before.
 type manifester struct {
@@ -389,12 +395,12 @@ func (m *manifester) CommittedCheckpoint(_ context.Context, id uint64, committab
 	return nil
 }
 
-// TestCheckpointCommitterAfterEveryCrash: a crash at any point of phase 2,
-// including right after a CheckpointCommitter call, or during the recovery
+// TestPostCommitAfterEveryCrash: a crash at any point of phase 2,
+// including right after a CommittedCheckpoint call, or during the recovery
 // that follows, still gives every decided checkpoint exactly one manifest
 // listing exactly its committables, written after all of them were
 // published.
-func TestCheckpointCommitterAfterEveryCrash(t *testing.T) {
+func TestPostCommitAfterEveryCrash(t *testing.T) {
 	ctx := context.Background()
 	points := []string{"committed:1", "checkpoint-committed:m", "committed:2", "phase2"}
 	for _, p := range points {
@@ -492,13 +498,13 @@ type sweepSpy struct {
 	mismatch     []string
 }
 
-func (s *sweepSpy) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+func (s *sweepSpy) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
 	var ids []uint64
 	for _, r := range retained {
 		ids = append(ids, r.ID)
 		stored, err := s.store.Get(ctx, r.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a, _ := json.Marshal(r)
 		b, _ := json.Marshal(stored)
@@ -508,10 +514,10 @@ func (s *sweepSpy) Sweep(ctx context.Context, retained []*recovery.Checkpoint) e
 	}
 	there, err := s.store.List(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.given, s.there = append(s.given, ids), append(s.there, there)
-	return nil
+	return nil, nil
 }
 
 // TestPruneAndSweepWithoutListing: after Recover, checkpoints prune and
@@ -553,5 +559,98 @@ func TestPruneAndSweepWithoutListing(t *testing.T) {
 	}
 	for _, m := range spy.mismatch {
 		t.Error(m)
+	}
+}
+
+// sweeper is a fake whose sweeps report one orphan of kind "thing".
+type sweeper struct{ fake }
+
+func (s *sweeper) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
+	return committer.Swept{"thing": 1}, nil
+}
+
+// TestEvents: the event stream reports every step of recovery and of each
+// checkpoint, in order, with the failed commit attempts and the sweeps'
+// counts.
+func TestEvents(t *testing.T) {
+	ctx := context.Background()
+	w := &world{fails: map[string]int{"a@2": 2}}
+	var got []string
+	ev := committer.EventListener{
+		CheckpointBegun: func(i committer.CheckpointBegunInfo) { got = append(got, fmt.Sprintf("begun %d %v", i.ID, i.Final)) },
+		Phase1Done:      func(i committer.Phase1Info) { got = append(got, fmt.Sprintf("phase1 %d", i.ID)) },
+		Decided:         func(i committer.DecidedInfo) { got = append(got, fmt.Sprintf("decided %d (%d)", i.ID, i.Committables)) },
+		Committed: func(i committer.CommittedInfo) {
+			got = append(got, fmt.Sprintf("committed %d %v timed=%v", i.ID, i.Final, i.Total >= i.Phase2 && i.Total > 0))
+		},
+		CommitFailed: func(i committer.CommitFailedInfo) {
+			got = append(got, fmt.Sprintf("failed %d %s #%d retry=%v recovery=%v", i.Checkpoint, i.Participant, i.Attempt, i.Retry, i.Recovery))
+		},
+		Swept: func(i committer.SweptInfo) {
+			got = append(got, fmt.Sprintf("swept %s %v recovery=%v", i.Participant, map[string]int64(i.Swept), i.Recovery))
+		},
+		Recovered: func(i committer.RecoveredInfo) {
+			got = append(got, fmt.Sprintf("recovered %d (%d)", i.Checkpoint, i.Recommitted))
+		},
+	}
+	clock := time.Unix(0, 0)
+	tick := func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+	a, b := &fake{name: "a", w: w}, &sweeper{fake{name: "b", w: w}}
+	store := newStore(t)
+	c, err := committer.New(store, []committer.Participant{a, b}, committer.WithRetry(2, time.Millisecond),
+		committer.WithEventListener(ev), committer.WithClock(tick), committer.WithSweepEvery(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Checkpoint(ctx, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Checkpoint(ctx, nil, true); err == nil {
+		t.Fatal("a commit failing every attempt succeeded")
+	}
+	// A new coordinator recovers checkpoint 2 and publishes a@2 and b@2.
+	c, err = committer.New(store, []committer.Participant{a, b}, committer.WithEventListener(ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"swept a map[] recovery=true", "swept b map[thing:1] recovery=true", "recovered 0 (0)",
+		"begun 1 false", "phase1 1", "decided 1 (2)", "committed 1 false timed=true",
+		"begun 2 true", "phase1 2", "decided 2 (2)",
+		"failed 2 a #1 retry=true recovery=false", "failed 2 a #2 retry=false recovery=false",
+		"swept a map[] recovery=true", "swept b map[thing:1] recovery=true", "recovered 2 (2)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestOptionsValidated: New rejects invalid options, each naming itself.
+func TestOptionsValidated(t *testing.T) {
+	store, w := newStore(t), &world{}
+	parts := []committer.Participant{&fake{name: "a", w: w}}
+	for _, tc := range []struct {
+		opt  committer.Option
+		want string
+	}{
+		{committer.WithRetain(0), "WithRetain"},
+		{committer.WithRetry(0, time.Second), "WithRetry"},
+		{committer.WithRetry(3, -time.Second), "WithRetry"},
+		{committer.WithSweepEvery(-1), "WithSweepEvery"},
+		{committer.WithClock(nil), "WithClock"},
+		{committer.WithLogger(nil), "WithLogger"},
+	} {
+		if _, err := committer.New(store, parts, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New with an invalid %s: %v", tc.want, err)
+		}
+	}
+	if _, err := committer.New(store, parts, committer.WithRetain(1), committer.WithRetry(1, 0), committer.WithSweepEvery(0)); err != nil {
+		t.Errorf("New with valid options: %v", err)
 	}
 }

@@ -1,6 +1,10 @@
 package filesink
 
-import "io"
+import (
+	"io"
+
+	"github.com/apache/arrow/go/v15/arrow"
+)
 
 // BulkFormat makes the writers of a bulk (columnar) format, such as Parquet
 // or Arrow IPC: a bulk file is encoded whole, buffering rows into row
@@ -56,13 +60,13 @@ type Lender interface {
 }
 
 // BatchWriter is implemented by bulk writers that take many rows at once
-// (package bulk's take an arrow.Record of their schema), for
+// as an arrow.Record of their schema (package bulk's), for
 // Writer.WriteBatch: the rows skip the per-record parsing of Add.
 type BatchWriter interface {
 	// AddBatch appends the rows of batch and returns how many there were.
-	// A batch that does not fit the format is an error wrapping
+	// A batch that does not fit the format (or nil) is an error wrapping
 	// ErrBadRecord and adds nothing.
-	AddBatch(batch any) (rows int64, err error)
+	AddBatch(batch arrow.Record) (rows int64, err error)
 }
 
 // BulkWriter encodes one bulk file. Not safe for concurrent use.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/source"
 )
@@ -143,7 +144,8 @@ func (l *lentPart) Write(data []byte) (int, error) {
 // path, as an Assigner returns; the Writer's assigner is not asked, since
 // it reads single records). The Writer's bulk format must take batches
 // (BatchWriter: package bulk's Parquet and Arrow IPC formats take an
-// arrow.Record of their schema, which is retained until written). The rows
+// arrow.Record of their schema, which is retained until written; nil is a
+// bad batch). The rows
 // are the records origin.Num, origin.Num+1, ... of origin.Name, in order,
 // for the manifests and verify. The whole batch goes to one part file: the
 // rolling policy is asked before it, not within it. A batch that does not
@@ -151,7 +153,7 @@ func (l *lentPart) Write(data []byte) (int, error) {
 // origin; it adds nothing and leaves the Writer usable (batches never go to
 // the dead-letter output). A nil error means the rows are buffered, as
 // with Write. Not safe for concurrent use, like Write.
-func (w *Writer) WriteBatch(ctx context.Context, bucket string, batch any, origin source.Origin) error {
+func (w *Writer) WriteBatch(ctx context.Context, bucket string, batch arrow.Record, origin source.Origin) error {
 	if w.bulk == nil {
 		return errors.New("filesink: WriteBatch needs a bulk format (WithBulkFormat)")
 	}

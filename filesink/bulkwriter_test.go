@@ -218,8 +218,10 @@ func (b *nullBackend) Open(_ context.Context, target string) (driver.PartWriter,
 func (b *nullBackend) Resume(context.Context, json.RawMessage) (driver.PartWriter, error) {
 	return nil, errors.New("nullBackend: no resume")
 }
-func (b *nullBackend) Commit(context.Context, json.RawMessage) error          { return nil }
-func (b *nullBackend) Sweep(context.Context, string, []json.RawMessage) error { return nil }
+func (b *nullBackend) Commit(context.Context, json.RawMessage) error { return nil }
+func (b *nullBackend) Sweep(context.Context, string, []json.RawMessage) (map[string]int64, error) {
+	return nil, nil
+}
 func (b *nullBackend) Describe(data json.RawMessage) (string, string, error) {
 	var d struct{ Target string }
 	err := json.Unmarshal(data, &d)
@@ -471,7 +473,7 @@ func TestBulkSweepRollsOpenParts(t *testing.T) {
 	if len(before) == 0 {
 		t.Fatal("nothing on disk")
 	}
-	if err := w.Sweep(ctx, nil); err != nil {
+	if _, err := w.Sweep(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if after := hidden(t, root); !slices.Equal(before, after) {

@@ -13,8 +13,8 @@
 // state. The part becomes finished (visible) when the checkpoint commits.
 // A part that rolls is closed for commit (fsync, or its last upload) on a
 // goroutine of its own, awaited by the next checkpoint, so the next records
-// do not wait for it. [Writer.PrepareAsync] splits Prepare at the barrier:
-// on S3 the uploads of the barrier's bytes go on while new records are
+// do not wait for it. [Writer.Prepare] only starts this at the barrier:
+// its Wait completes it, and on S3 the uploads of the barrier's bytes go on while new records are
 // written.
 //
 // Part files are named "<prefix>-<subtask>-<run id>-<counter><suffix>": the

@@ -236,7 +236,7 @@ func manifestName(id uint64, writer string) string {
 	return fmt.Sprintf("%s/%020d-%s.json", ManifestDir, id, writer)
 }
 
-// CommittedCheckpoint implements committer.CheckpointCommitter: it
+// CommittedCheckpoint implements committer.Participant: it
 // publishes the manifest of checkpoint id, listing the files of
 // committables in their order, through the backend's driver.MetaStore
 // (none if the backend is not one). The manifest is built from the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/filesink"
 )
 
@@ -118,7 +119,7 @@ func TestWriterRollsOnSize(t *testing.T) {
 	for i := range n {
 		mustWrite(t, w, recordOf(i, recSize))
 	}
-	snap, err := w.Prepare(ctx, 1, true)
+	snap, err := committer.PrepareNow(ctx, w, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestWriterOversizedRecord(t *testing.T) {
 	mustWrite(t, w, recordOf(0, 50))
 	mustWrite(t, w, recordOf(1, 500))
 	mustWrite(t, w, recordOf(2, 50))
-	snap, err := w.Prepare(context.Background(), 1, true)
+	snap, err := committer.PrepareNow(context.Background(), w, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}

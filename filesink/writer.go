@@ -106,8 +106,8 @@ type Stats struct {
 // in-progress part files through a driver.Backend, and takes part in the
 // commit protocol as a committer.Participant.
 //
-// Write, Tick, Prepare, PrepareAsync, Restore and Sweep must be called from
-// one goroutine at a time; the function PrepareAsync returns may run on
+// Write, Tick, Prepare, Restore and Sweep must be called from one goroutine
+// at a time; the Wait Prepare returns, and CommittedCheckpoint, may run on
 // another goroutine beside Write and Tick (not beside the other methods).
 // Commit only touches published and pending files and is safe to call
 // concurrently with nothing else of the same Writer.
@@ -161,10 +161,7 @@ type Writer struct {
 	restored bool // Restore ran: later commits are of this run
 }
 
-var (
-	_ committer.Participant   = (*Writer)(nil)
-	_ committer.AsyncPreparer = (*Writer)(nil)
-)
+var _ committer.Participant = (*Writer)(nil)
 
 type bucketKey struct {
 	dl   bool
@@ -868,17 +865,11 @@ func (w *Writer) sorted() []*bucket {
 	return bs
 }
 
-// Prepare implements committer.Participant: PrepareAsync, then the
-// function it returns.
-func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
-	wait, err := w.PrepareAsync(ctx, id, final)
-	if err != nil {
-		return committer.Snapshot{}, err
-	}
-	return wait(ctx)
-}
+// OverlapsCheckpoints implements pipeline.Sink: the writer takes the next
+// checkpoint's records while a checkpoint's uploads and phase 2 run.
+func (w *Writer) OverlapsCheckpoints() bool { return true }
 
-// PrepareAsync implements committer.AsyncPreparer. At the barrier it writes
+// Prepare implements committer.Participant. At the barrier it writes
 // out every buffer, starts closing the parts the policy (or final) says to
 // roll, and persists the others: where the backend's part writer is a
 // driver.AsyncPersister (S3 uploads, local fsyncs) it only starts the
@@ -887,7 +878,7 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 // resumables as state and the rolled parts (since the last checkpoint) as
 // committables. It touches only what the barrier handed over, so Write and
 // Tick may run while it waits.
-func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
+func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
 	type job struct {
 		b     *bucket
 		p     *part
@@ -979,7 +970,7 @@ func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(
 				}
 				j.out = out
 			}
-			// Read by the next PrepareAsync and by Sweep, which run after
+			// Read by the next Prepare and by Sweep, which run after
 			// this function has returned.
 			j.p.resumable, j.p.persisted = j.out, j.size
 			j.entry.Part = j.out
@@ -1135,8 +1126,24 @@ func published(ctx context.Context, be driver.Backend, target string) bool {
 
 // Sweep implements committer.Participant: it deletes in-progress files named
 // in this subtask's namespace that neither a retained checkpoint nor an open
-// part references.
-func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+// part references. It returns the counts of its backends' sweeps
+// (driver.Backend.Sweep).
+func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
+	keep, err := w.kept(ctx, retained)
+	if err != nil {
+		return nil, err
+	}
+	swept, err := w.backend.Sweep(ctx, w.namespace(), keep[false])
+	if err != nil || w.dl == nil {
+		return swept, err
+	}
+	dl, err := w.dl.Sweep(ctx, w.namespace(), keep[true])
+	return committer.Swept(swept).Add(dl), err
+}
+
+// kept returns what the sweep must keep: the parts the retained records
+// and the live parts reference, by dead-letter or not.
+func (w *Writer) kept(ctx context.Context, retained []*recovery.Checkpoint) (map[bool][]json.RawMessage, error) {
 	keep := map[bool][]json.RawMessage{}
 	addEntry := func(raw json.RawMessage) error {
 		var e entry
@@ -1154,7 +1161,7 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 			if p.State != nil {
 				var st state
 				if err := json.Unmarshal(p.State, &st); err != nil {
-					return fmt.Errorf("filesink: bad state in checkpoint %d: %w", c.ID, err)
+					return nil, fmt.Errorf("filesink: bad state in checkpoint %d: %w", c.ID, err)
 				}
 				for _, e := range st.Parts {
 					keep[e.DeadLetter] = append(keep[e.DeadLetter], e.Part)
@@ -1162,7 +1169,7 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 			}
 			for _, pc := range p.Pending {
 				if err := addEntry(pc.Data); err != nil {
-					return fmt.Errorf("filesink: bad committable in checkpoint %d: %w", c.ID, err)
+					return nil, fmt.Errorf("filesink: bad committable in checkpoint %d: %w", c.ID, err)
 				}
 			}
 		}
@@ -1173,7 +1180,7 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 	for _, b := range w.sorted() {
 		if w.isBulk(b) && b.part != nil && b.part.pw != nil {
 			if err := w.roll(ctx, b); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
@@ -1182,14 +1189,14 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 	for _, c := range w.rolled {
 		data, err := c.committable(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := addEntry(data); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := w.io.wait(); err != nil {
-		return err
+		return nil, err
 	}
 	for _, b := range w.sorted() {
 		p := b.part
@@ -1199,19 +1206,13 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) err
 		if p.resumable == nil {
 			r, err := p.pw.Persist(ctx)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			p.resumable, p.persisted = r, p.pw.Size()
 		}
 		keep[b.key.dl] = append(keep[b.key.dl], p.resumable)
 	}
-	if err := w.backend.Sweep(ctx, w.namespace(), keep[false]); err != nil {
-		return err
-	}
-	if w.dl != nil {
-		return w.dl.Sweep(ctx, w.namespace(), keep[true])
-	}
-	return nil
+	return keep, nil
 }
 
 // Close releases every open part file without publishing anything; staging

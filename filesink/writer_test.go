@@ -78,7 +78,7 @@ func mustWrite(t *testing.T, w *filesink.Writer, rec []byte) {
 
 func prepare(t *testing.T, w *filesink.Writer, id uint64, final bool) committer.Snapshot {
 	t.Helper()
-	snap, err := w.Prepare(context.Background(), id, final)
+	snap, err := committer.PrepareNow(context.Background(), w, id, final)
 	if err != nil {
 		t.Fatalf("Prepare(%d, final=%v): %v", id, final, err)
 	}
@@ -467,7 +467,7 @@ func TestPartNameCollisionNeverClobbers(t *testing.T) {
 
 	w2 := newWriter(t, be, 0, filesink.WithRunID("same"))
 	mustWrite(t, w2, []byte(`{"id":2}`))
-	_, err := w2.Prepare(context.Background(), 1, true)
+	_, err := committer.PrepareNow(context.Background(), w2, 1, true)
 	if !errors.Is(err, committer.ErrAlreadyExists) {
 		t.Fatalf("second writer with the same name: %v, want ErrAlreadyExists", err)
 	}
@@ -811,7 +811,7 @@ func TestBadRecords(t *testing.T) {
 			var bre *filesink.BadRecordError
 			if !errors.As(err, &bre) {
 				// Finish the checkpoint to show where the bad path surfaces.
-				_, perr := w.Prepare(ctx, 1, true)
+				_, perr := committer.PrepareNow(ctx, w, 1, true)
 				t.Fatalf("Write(%q) = %v, want a *BadRecordError (the final Prepare then gives: %v)", tc.record, err, perr)
 			}
 			if !errors.Is(err, filesink.ErrBadRecord) {
@@ -1077,7 +1077,7 @@ func TestRestoreNilDropsOpenParts(t *testing.T) {
 	if len(hidden(t, root)) == 0 {
 		t.Errorf("Restore deleted staging files (a checkpoint may reference them)")
 	}
-	if err := w.Sweep(ctx, nil); err != nil {
+	if _, err := w.Sweep(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if h := hidden(t, root); len(h) != 0 {
@@ -1129,7 +1129,7 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	w := newWriter(t, be, 0)
-	if err := w.Sweep(ctx, retained); err != nil {
+	if _, err := w.Sweep(ctx, retained); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range orphans {
@@ -1169,13 +1169,13 @@ func TestSweepKeepsLiveParts(t *testing.T) {
 	if len(before) != 2 {
 		t.Fatalf("setup: staging files %v, want 2", before)
 	}
-	if err := w.Sweep(ctx, nil); err != nil {
+	if _, err := w.Sweep(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if after := hidden(t, root); !slices.Equal(after, before) {
 		t.Errorf("Sweep on a live writer removed its parts: %v -> %v", before, after)
 	}
-	snap, err := w.Prepare(ctx, 1, true)
+	snap, err := committer.PrepareNow(ctx, w, 1, true)
 	if err == nil {
 		for _, c := range snap.Committables {
 			if err = w.Commit(ctx, c); err != nil {
@@ -1356,10 +1356,10 @@ func (p *gatedPartWriter) PersistAsync(ctx context.Context) (func(context.Contex
 	}, nil
 }
 
-// TestPrepareAsyncOverlapsWrites: records written while phase 1 waits
+// TestPrepareOverlapsWrites: records written while phase 1 waits
 // (including parts that roll meanwhile) belong to the next checkpoint; the
 // snapshot holds exactly the barrier's records.
-func TestPrepareAsyncOverlapsWrites(t *testing.T) {
+func TestPrepareOverlapsWrites(t *testing.T) {
 	ctx := context.Background()
 	local, root := newLocal(t)
 	gate := make(chan struct{})
@@ -1369,7 +1369,7 @@ func TestPrepareAsyncOverlapsWrites(t *testing.T) {
 	for i := range 10 {
 		mustWrite(t, w, rec(i))
 	}
-	wait, err := w.PrepareAsync(ctx, 1, false)
+	wait, err := w.Prepare(ctx, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,15 +14,23 @@
 // returns nil).
 //
 // Only the barrier stops the records: the coordinator's Begin runs on every
-// subtask after the batches before it, and sinks that are
-// committer.AsyncPreparers (the file sink) only start their phase 1 there.
+// subtask after the batches before it, and sinks whose phase 1 overlaps
+// the next records (the file sink) only start it there.
 // Phase 1's waiting (part uploads, fsyncs of rolled parts), the decide step
 // and phase 2 then run on a goroutine of their own while the subtasks take
 // the next batches. One checkpoint runs at a time: the next barrier, a
-// final checkpoint and the end of Run wait for it. When a sink is not an
-// AsyncPreparer (the MySQL XA sink), the whole checkpoint runs at the
+// final checkpoint and the end of Run wait for it. When a sink's
+// OverlapsCheckpoints is false (the MySQL XA sink), the whole checkpoint runs at the
 // barrier, so that its phase 2 releases the branch's row locks before the
 // next records need them.
+//
+// # Events
+//
+// Config.Events ([EventListener]) receives the run's events: the commit
+// protocol's (committer.EventListener: checkpoint steps with durations,
+// recovery, sweeps with counts, failed commit attempts), the opened source
+// and the progress totals. Config.Logger logs them; Config.Progress and
+// Config.Barrier are shorthands for two of them.
 //
 // # Group commits (monitoring)
 //

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/filesink/filesink/committer"
@@ -25,6 +23,13 @@ type Sink interface {
 	Tick(ctx context.Context, now time.Time) error
 	// Close releases resources without publishing anything.
 	Close() error
+	// OverlapsCheckpoints reports whether the sink takes the next
+	// checkpoint's records while a checkpoint's phase 1 (the Wait of its
+	// Prepare), decide step and phase 2 run. A sink whose next records may
+	// wait for what a prepared, uncommitted checkpoint holds (the row locks
+	// of an XA branch) returns false: then the pipeline runs every
+	// checkpoint whole at its barrier. It must always return the same.
+	OverlapsCheckpoints() bool
 }
 
 // Defaults.
@@ -71,18 +76,23 @@ type Config struct {
 	// return an index in [0, n).
 	Partition func(record []byte, n int) int
 	// Progress, if set, receives totals after every batch and checkpoint.
-	// It is called from Run's goroutine and must not block.
+	// It is called from Run's goroutine and must not block. (The same as
+	// Events.Progress; both are called.)
 	Progress func(Progress)
-	// Barrier, if set, is called on Run's goroutine right before the
-	// barrier of checkpoint id is taken: the start of the checkpoint, for
-	// timing it (the committer.WithHook points mark its later steps). It
-	// must not block.
+	// Barrier, if set, is called on Run's goroutine when the barrier of
+	// checkpoint id is taken: the start of the checkpoint. It must not
+	// block. (The same as Events.CheckpointBegun; both are called.)
 	Barrier func(id uint64, final bool)
+	// Events receives the run's events: the commit protocol's steps with
+	// their durations, recovery, sweeps, failed commits, the source, the
+	// progress. The Logger gets them too.
+	Events EventListener
 	// Committed, if set, is called after each checkpoint's phase 2 (its
 	// files and manifests published) with its id, on the goroutine that
 	// committed it and before the next checkpoint's phase 2; an error
 	// fails the run as a commit error does. For work that must follow a
-	// commit, such as partition-complete markers (filesink.Markers).
+	// commit, such as partition-complete markers (filesink.Markers). It is
+	// the coordinator's post-commit function (committer.WithPostCommit).
 	Committed func(ctx context.Context, id uint64) error
 }
 
@@ -104,45 +114,10 @@ type Result struct {
 	EndOfInput bool // the source was exhausted (otherwise: stopped)
 }
 
-type batch struct {
-	data   []byte
-	vals   [][]byte // the records, when the source's values are retained (no copy in data)
-	ends   []int    // data[ends[i-1]:ends[i]] is record i; with vals, the running byte count
-	routes []int    // subtask of record i (Config.Partition); nil: round robin
-	// pending counts the subtasks that have not yet processed the batch;
-	// the last one hands it back to the reader for reuse.
-	pending atomic.Int32
-	origins []source.Origin
-	pos     json.RawMessage // source position after the last record
-	eof     bool            // the source is exhausted after this batch
-	err     error
-}
-
-// bytes is the size of the batch's records.
-func (b *batch) bytes() int {
-	if len(b.ends) == 0 {
-		return 0
-	}
-	return b.ends[len(b.ends)-1]
-}
-
-func (b *batch) record(i int) []byte {
-	if b.vals != nil {
-		return b.vals[i]
-	}
-	start := 0
-	if i > 0 {
-		start = b.ends[i-1]
-	}
-	return b.data[start:b.ends[i]]
-}
-
-// Run executes the job until the end of a bounded source, a stop, or an
-// error. See the package documentation for its guarantees.
-func Run(ctx context.Context, cfg Config) (Result, error) {
-	var res Result
+// withDefaults checks cfg and fills in its defaults.
+func (cfg Config) withDefaults() (Config, error) {
 	if cfg.OpenSource == nil || cfg.Store == nil || len(cfg.Sinks) == 0 {
-		return res, errors.New("pipeline: OpenSource, Store and at least one Sink are required")
+		return cfg, errors.New("pipeline: OpenSource, Store and at least one Sink are required")
 	}
 	if cfg.CheckpointInterval == 0 {
 		cfg.CheckpointInterval = DefaultCheckpointInterval
@@ -159,50 +134,150 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	log := cfg.Logger
+	return cfg, nil
+}
 
+// Run executes the job until the end of a bounded source, a stop, or an
+// error. See the package documentation for its guarantees.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	subs := make([]*subtask, len(cfg.Sinks))
-	free := make(chan *batch, 4) // processed batches, for the reader to reuse
-	parts := make([]committer.Participant, len(cfg.Sinks))
-	var wg sync.WaitGroup
-	for i, s := range cfg.Sinks {
-		subs[i] = newSubtask(s, i, len(cfg.Sinks), free)
-		parts[i] = subs[i]
-		wg.Add(1)
-		go func() { defer wg.Done(); subs[i].run(ctx) }()
+	r := &runner{cfg: cfg, ev: cfg.events(), cancel: cancel}
+	defer r.shutdown()
+	r.startSubtasks(ctx)
+	if err := r.recover(ctx); err != nil {
+		return r.res, err
 	}
-	defer func() {
-		for _, s := range subs {
-			close(s.in)
-		}
-		wg.Wait()
-		for _, s := range cfg.Sinks {
-			s.Close()
-		}
-	}()
+	if err := r.openSource(ctx); err != nil {
+		return r.res, err
+	}
+	r.startReader(ctx)
+	return r.loop(ctx)
+}
 
-	opts := append([]committer.Option{committer.WithLogger(log)}, cfg.CommitterOptions...)
-	coord, err := committer.New(cfg.Store, parts, opts...)
-	if err != nil {
-		return res, err
+// runner is one Run: the subtasks, the coordinator, the source and its
+// reader, and the state of the loop. Its methods run on Run's goroutine,
+// except complete.
+type runner struct {
+	cfg    Config
+	ev     EventListener      // cfg.events()
+	cancel context.CancelFunc // cancels Run's context
+
+	subs  []*subtask
+	wg    sync.WaitGroup // the subtasks' goroutines
+	free  chan *batch    // processed batches, for the reader to reuse
+	coord *committer.Coordinator
+	// overlap: every sink takes records while a checkpoint completes
+	// (Sink.OverlapsCheckpoints).
+	overlap bool
+
+	src          source.Source
+	groups       *groupCommits // nil: the source is no GroupCommitter
+	batches      chan *batch
+	abortReading context.CancelFunc
+	stopReading  chan struct{}
+	readDone     chan struct{}
+	ckptTicker   ticker
+	tickTicker   ticker
+
+	res       Result
+	prog      Progress
+	sinceCkpt int64           // records since the last barrier
+	lastPos   json.RawMessage // source position after the last batch
+	running   chan outcome    // the checkpoint completing on its own goroutine; nil: none
+	due       bool            // an interval checkpoint waits for the running one
+}
+
+// outcome is how a checkpoint completed.
+type outcome struct {
+	id  uint64
+	err error
+}
+
+// startSubtasks starts one goroutine per sink.
+func (r *runner) startSubtasks(ctx context.Context) {
+	n := len(r.cfg.Sinks)
+	r.subs = make([]*subtask, n)
+	r.free = make(chan *batch, 4)
+	r.overlap = true
+	for i, s := range r.cfg.Sinks {
+		r.subs[i] = newSubtask(s, i, n, r.free)
+		r.overlap = r.overlap && s.OverlapsCheckpoints()
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); r.subs[i].run(ctx) }()
 	}
+}
+
+// shutdown waits for a running checkpoint (cancelling it), stops the
+// reader, delivers the last group commit, closes the source, then stops
+// the subtasks and closes the sinks.
+func (r *runner) shutdown() {
+	if r.running != nil {
+		r.cancel()
+		<-r.running
+	}
+	r.ckptTicker.stop()
+	r.tickTicker.stop()
+	if r.readDone != nil {
+		r.abortReading()
+		<-r.readDone
+	}
+	if r.groups != nil {
+		r.groups.close() // before src.Close
+	}
+	if r.src != nil {
+		r.src.Close()
+	}
+	for _, s := range r.subs {
+		close(s.in)
+	}
+	r.wg.Wait()
+	for _, s := range r.cfg.Sinks {
+		s.Close()
+	}
+}
+
+// recover builds the coordinator over the subtasks and recovers from the
+// checkpoint store.
+func (r *runner) recover(ctx context.Context) error {
+	parts := make([]committer.Participant, len(r.subs))
+	for i, s := range r.subs {
+		parts[i] = s
+	}
+	opts := append([]committer.Option{committer.WithEventListener(r.ev.EventListener)}, r.cfg.CommitterOptions...)
+	if r.cfg.Committed != nil {
+		opts = append(opts, committer.WithPostCommit(r.cfg.Committed))
+	}
+	coord, err := committer.New(r.cfg.Store, parts, opts...)
+	if err != nil {
+		return err
+	}
+	r.coord = coord
 	restored, err := coord.Recover(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
-	var pos json.RawMessage
 	if restored != nil {
-		res.Restored = restored.ID
-		res.Checkpoint = restored.ID
-		pos = restored.Source
+		r.res.Restored = restored.ID
+		r.res.Checkpoint = restored.ID
+		r.lastPos = restored.Source
 	}
-	src, err := cfg.OpenSource(ctx, pos)
+	return nil
+}
+
+// openSource opens the source at the restored position and starts the
+// group commits of a source.GroupCommitter.
+func (r *runner) openSource(ctx context.Context) error {
+	pos := r.lastPos
+	src, err := r.cfg.OpenSource(ctx, pos)
 	if err != nil {
-		return res, fmt.Errorf("open source: %w", err)
+		return fmt.Errorf("open source: %w", err)
 	}
-	defer src.Close()
+	r.src = src
 	// Until the first batch, a checkpoint records the position the source
 	// was opened at, as the source resolved it (a Kafka source's start
 	// and end offsets), not the restored or nil one: a restart from that
@@ -211,370 +286,236 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// concurrently with Next.)
 	openPos, err := src.Position()
 	if err != nil {
-		return res, fmt.Errorf("source position: %w", err)
+		return fmt.Errorf("source position: %w", err)
 	}
-	if openPos == nil {
-		openPos = pos
+	if openPos != nil {
+		r.lastPos = openPos
 	}
-	if restored != nil {
-		if src.Replayable() {
-			log.Info("restored", "checkpoint", restored.ID, "source", src.Describe())
-		} else {
-			log.Warn("the source is not replayable: records read after the last checkpoint of the previous run are lost", "checkpoint", restored.ID, "source", src.Describe())
-		}
+	if f := r.ev.SourceOpened; f != nil {
+		f(SourceInfo{Restored: r.res.Restored, Source: src.Describe(), Replayable: src.Replayable()})
 	}
 	// A source that reports progress outside the checkpoints (a Kafka
 	// consumer group, for monitoring) gets the position of every
 	// checkpoint whose phase 2 succeeded, the restored one included.
-	var groups *groupCommits
 	if gc, ok := src.(source.GroupCommitter); ok {
-		groups = startGroupCommits(ctx, gc, log)
-		defer groups.close() // before src.Close
-		if restored != nil {
-			groups.offer(restored.ID, restored.Source)
+		r.groups = startGroupCommits(ctx, gc, r.cfg.Logger)
+		if r.res.Restored != 0 {
+			r.groups.offer(r.res.Restored, pos)
 		}
 	}
-	committed := func(id uint64, pos json.RawMessage) {
-		if groups != nil {
-			groups.offer(id, pos)
-		}
-	}
+	return nil
+}
 
-	batches := make(chan *batch, 2)
-	readCtx, abortReading := context.WithCancel(ctx)
-	stopReading := make(chan struct{})
-	readDone := make(chan struct{})
+// startReader starts the reader's goroutine and the tickers.
+func (r *runner) startReader(ctx context.Context) {
+	r.batches = make(chan *batch, 2)
+	readCtx, abort := context.WithCancel(ctx)
+	r.abortReading = abort
+	r.stopReading = make(chan struct{})
+	r.readDone = make(chan struct{})
+	rd := newReader(r.src, &r.cfg, r.free, r.batches)
 	go func() {
-		defer close(readDone)
-		read(readCtx, stopReading, src, cfg.BatchSize, cfg.Partition, len(cfg.Sinks), free, batches)
+		defer close(r.readDone)
+		rd.run(readCtx, r.stopReading)
 	}()
-	defer func() { abortReading(); <-readDone }()
+	r.ckptTicker = newTicker(r.cfg.CheckpointInterval)
+	r.tickTicker = newTicker(r.cfg.TickInterval)
+}
 
-	ckptTicker := newTicker(cfg.CheckpointInterval)
-	defer ckptTicker.stop()
-	tickTicker := newTicker(cfg.TickInterval)
-	defer tickTicker.stop()
-
-	var prog Progress
-	var sinceCkpt int64
-	lastPos := openPos
-	// A failed checkpoint caused by a subtask that failed on a record
-	// reports that record, not the checkpoint it broke.
-	subtaskErr := func(err error) error {
-		for _, s := range subs {
-			select {
-			case <-s.failed:
-				return s.err
-			default:
-			}
-		}
-		return err
-	}
-	completed := func(id uint64, final bool) {
-		res.Checkpoint = id
-		prog.Checkpoints++
-		prog.Checkpoint = id
-		prog.Done = final
-		log.Debug("checkpoint", "id", id, "final", final, "records", prog.Records)
-		if cfg.Progress != nil {
-			cfg.Progress(prog)
-		}
-	}
-	// A checkpoint's barrier is taken on this goroutine (Begin); phase 1
-	// (uploads, fsyncs), the decide step and phase 2 then run on their own
-	// goroutine while the subtasks take the next records. One checkpoint
-	// runs at a time: the next barrier comes after the previous checkpoint
-	// (see checkpointDue below).
-	type outcome struct {
-		id  uint64
-		err error
-	}
-	var running chan outcome
-	settle := func(o outcome) error {
-		running = nil
-		if o.err != nil {
-			return subtaskErr(o.err)
-		}
-		completed(o.id, false)
-		return nil
-	}
-	awaitRunning := func() error {
-		if running == nil {
-			return nil
-		}
-		return settle(<-running)
-	}
-	defer func() {
-		if running != nil {
-			cancel()
-			<-running
-		}
-	}()
-	// Phase 1 overlaps the next records only when every sink splits its
-	// phase 1 (committer.AsyncPreparer). A sink that prepares at the barrier
-	// (the MySQL XA sink) gets phase 2 right after it, before the next
-	// records: their rows could wait for locks the prepared branch holds
-	// until it commits.
-	overlap := true
-	for _, s := range cfg.Sinks {
-		if _, ok := s.(committer.AsyncPreparer); !ok {
-			overlap = false
-		}
-	}
-	checkpoint := func(final bool) error {
-		if err := awaitRunning(); err != nil {
-			return err
-		}
-		if cfg.Barrier != nil {
-			cfg.Barrier(coord.NextID(), final)
-		}
-		ph, err := coord.Begin(ctx, lastPos, final)
-		if err != nil {
-			return subtaskErr(err)
-		}
-		sinceCkpt = 0
-		pos := lastPos
-		if final || !overlap {
-			id, err := ph.Decide(ctx)
-			if err == nil {
-				err = coord.Commit(ctx, id)
-			}
-			if err == nil && cfg.Committed != nil {
-				err = cfg.Committed(ctx, id)
-			}
-			if err != nil {
-				return subtaskErr(err)
-			}
-			committed(id, pos)
-			completed(id, final)
-			return nil
-		}
-		ch := make(chan outcome, 1)
-		running = ch
-		go func() {
-			id, err := ph.Decide(ctx)
-			if err == nil {
-				err = coord.Commit(ctx, id)
-			}
-			if err == nil && cfg.Committed != nil {
-				err = cfg.Committed(ctx, id)
-			}
-			if err == nil {
-				committed(id, pos)
-			}
-			ch <- outcome{id, err}
-		}()
-		return nil
-	}
-	finish := func(eof bool) (Result, error) {
-		if err := checkpoint(true); err != nil {
-			return res, err
-		}
-		res.Records, res.Bytes, res.EndOfInput = prog.Records, prog.Bytes, eof
-		return res, nil
-	}
-	// An interval checkpoint that falls due while the previous one is
-	// still in its phase 1 or 2 is taken as soon as that one completes,
-	// and the records go on meanwhile (as Flink triggers no checkpoint
-	// while one is pending): the writes do not stand still waiting for
-	// uploads. A CheckpointEvery checkpoint waits, so that it covers the
-	// records it is due at.
-	due := false
-	checkpointDue := func() error {
-		if running != nil {
-			due = true
-			return nil
-		}
-		return checkpoint(false)
-	}
-	stop := cfg.Stop
+// loop is Run's event loop, from the first batch to the end.
+func (r *runner) loop(ctx context.Context) (Result, error) {
+	stop := r.cfg.Stop
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
-			return res, ctx.Err()
+			return r.res, ctx.Err()
 		case <-stop:
 			// Let the reader hand over what it has read (a non-replayable
 			// source cannot give it again); the final checkpoint follows
 			// when it closes the channel.
-			log.Info("stopping: taking a final checkpoint")
-			close(stopReading)
+			r.cfg.Logger.Info("stopping: taking a final checkpoint")
+			close(r.stopReading)
 			stop = nil
-			ckptTicker.stop()
-		case o := <-running:
-			if err := settle(o); err != nil {
-				return res, err
-			}
-			if due {
-				due = false
-				if err := checkpoint(false); err != nil {
-					return res, err
-				}
-			}
-		case <-ckptTicker.c:
-			if err := checkpointDue(); err != nil {
-				return res, err
-			}
-		case <-tickTicker.c:
-			now := cfg.Clock()
-			for _, s := range subs {
-				if err := s.tick(ctx, now); err != nil {
-					return res, err
-				}
-			}
-		case b, ok := <-batches:
+			r.ckptTicker.stop()
+		case o := <-r.running:
+			err = r.settled(ctx, o)
+		case <-r.ckptTicker.c:
+			err = r.checkpointDue(ctx)
+		case <-r.tickTicker.c:
+			err = r.tick(ctx)
+		case b, ok := <-r.batches:
 			if !ok {
-				return finish(false)
+				return r.finish(ctx, false)
 			}
-			if b.err != nil {
-				return res, b.err
+			var eof bool
+			if eof, err = r.onBatch(ctx, b); err == nil && eof {
+				return r.finish(ctx, true)
 			}
-			// The batch goes back to the reader once every subtask is done
-			// with it: read what this loop needs first.
-			n, size, pos, eof := len(b.ends), b.bytes(), b.pos, b.eof
-			if n > 0 {
-				b.pending.Store(int32(len(subs)))
-				for _, s := range subs {
-					select {
-					case s.in <- msg{batch: b}:
-					case <-s.failed:
-						return res, s.err
-					case <-ctx.Done():
-						return res, ctx.Err()
-					}
-				}
-				prog.Records += int64(n)
-				prog.Bytes += int64(size)
-				sinceCkpt += int64(n)
-				if cfg.Progress != nil {
-					cfg.Progress(prog)
-				}
-			}
-			lastPos = pos
-			if eof {
-				return finish(true)
-			}
-			if cfg.CheckpointEvery > 0 && sinceCkpt >= cfg.CheckpointEvery {
-				if err := checkpoint(false); err != nil {
-					return res, err
-				}
-			}
+		}
+		if err != nil {
+			return r.res, err
 		}
 	}
 }
 
-// linger is how long the reader waits for more records before it hands a
-// partial batch over, so that records of a slow source (stdin) reach the
-// sinks and the next checkpoint.
-const linger = 50 * time.Millisecond
-
-// read sends batches of records until the end of the source, an error,
-// stop (then it sends what it has read and closes out) or cancellation of
-// ctx (then it returns at once).
-func read(ctx context.Context, stop <-chan struct{}, src source.Source, size int, partition func([]byte, int) int, subtasks int, free <-chan *batch, out chan<- *batch) {
-	defer close(out)
-	stopCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-stopCtx.Done():
+// onBatch hands b to the subtasks and takes a CheckpointEvery checkpoint
+// when due. eof: the source is exhausted.
+func (r *runner) onBatch(ctx context.Context, b *batch) (eof bool, err error) {
+	if b.err != nil {
+		return false, b.err
+	}
+	// The batch goes back to the reader once every subtask is done with
+	// it: read what this loop needs first.
+	n, size, pos, eof := len(b.ends), b.bytes(), b.pos, b.eof
+	if n > 0 {
+		if err := r.dispatch(ctx, b); err != nil {
+			return false, err
 		}
-	}()
-	dataCap := 0 // the previous batch's bytes: the next one is sized for as many
-	r, ok := src.(source.Retained)
-	retained := ok && r.ValuesRetained()
-	for {
-		var b *batch
-		select {
-		case b = <-free: // processed by every subtask: reuse its buffers
-			clear(b.vals) // let the source's memory go
-			b.data, b.ends, b.origins, b.routes = b.data[:0], b.ends[:0], b.origins[:0], b.routes[:0]
-			if b.vals != nil {
-				b.vals = b.vals[:0]
-			}
-			b.pos, b.eof, b.err = nil, false, nil
-		default:
-			b = &batch{
-				ends:    make([]int, 0, size),
-				origins: make([]source.Origin, 0, size),
-			}
-			if retained {
-				b.vals = make([][]byte, 0, size)
-			} else {
-				b.data = make([]byte, 0, dataCap+dataCap/8)
-			}
-			if partition != nil {
-				b.routes = make([]int, 0, size)
-			}
-		}
-		stopped := false
-		lctx, lcancel := context.WithTimeout(stopCtx, linger)
-		for len(b.ends) < size {
-			if stopCtx.Err() != nil && ctx.Err() == nil {
-				stopped = true // a source that never blocks ignores its context
-				break
-			}
-			rec, err := src.Next(lctx)
-			if err == io.EOF {
-				b.eof = true
-				break
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					lcancel()
-					return
-				}
-				if stopCtx.Err() != nil {
-					stopped = true
-					break
-				}
-				if lctx.Err() != nil {
-					if len(b.ends) > 0 {
-						break // hand over a partial batch
-					}
-					lcancel()
-					lctx, lcancel = context.WithTimeout(stopCtx, linger)
-					continue
-				}
-				b.err = fmt.Errorf("read source: %w", err)
-				break
-			}
-			if partition != nil {
-				i := partition(rec.Value, subtasks)
-				if i < 0 || i >= subtasks {
-					b.err = fmt.Errorf("partition of record %s: subtask %d out of [0, %d)", rec.Origin, i, subtasks)
-					break
-				}
-				b.routes = append(b.routes, i)
-			}
-			if retained {
-				b.vals = append(b.vals, rec.Value)
-				b.ends = append(b.ends, b.bytes()+len(rec.Value))
-			} else {
-				b.data = append(b.data, rec.Value...)
-				b.ends = append(b.ends, len(b.data))
-			}
-			b.origins = append(b.origins, rec.Origin)
-		}
-		lcancel()
-		dataCap = len(b.data)
-		if b.err == nil {
-			pos, err := src.Position()
-			if err != nil {
-				b.err = fmt.Errorf("source position: %w", err)
-			}
-			b.pos = pos
-		}
-		select {
-		case out <- b:
-		case <-ctx.Done():
-			return
-		}
-		if b.eof || b.err != nil || stopped {
-			return
+		r.prog.Records += int64(n)
+		r.prog.Bytes += int64(size)
+		r.sinceCkpt += int64(n)
+		if r.ev.Progress != nil {
+			r.ev.Progress(r.prog)
 		}
 	}
+	r.lastPos = pos
+	if eof {
+		return true, nil
+	}
+	if r.cfg.CheckpointEvery > 0 && r.sinceCkpt >= r.cfg.CheckpointEvery {
+		return false, r.checkpoint(ctx, false)
+	}
+	return false, nil
+}
+
+// dispatch sends b to every subtask.
+func (r *runner) dispatch(ctx context.Context, b *batch) error {
+	b.pending.Store(int32(len(r.subs)))
+	for _, s := range r.subs {
+		select {
+		case s.in <- msg{batch: b}:
+		case <-s.failed:
+			return s.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// tick runs Sink.Tick on every subtask.
+func (r *runner) tick(ctx context.Context) error {
+	now := r.cfg.Clock()
+	for _, s := range r.subs {
+		if err := s.tick(ctx, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish takes the final checkpoint and returns the result.
+func (r *runner) finish(ctx context.Context, eof bool) (Result, error) {
+	if err := r.checkpoint(ctx, true); err != nil {
+		return r.res, err
+	}
+	r.res.Records, r.res.Bytes, r.res.EndOfInput = r.prog.Records, r.prog.Bytes, eof
+	return r.res, nil
+}
+
+// checkpointDue takes an interval checkpoint. One that falls due while the
+// previous one is still in its phase 1 or 2 is taken as soon as that one
+// completes, and the records go on meanwhile (as Flink triggers no
+// checkpoint while one is pending): the writes do not stand still waiting
+// for uploads. A CheckpointEvery checkpoint waits instead, so that it
+// covers the records it is due at.
+func (r *runner) checkpointDue(ctx context.Context) error {
+	if r.running != nil {
+		r.due = true
+		return nil
+	}
+	return r.checkpoint(ctx, false)
+}
+
+// checkpoint takes a barrier on this goroutine (Begin). The rest of the
+// checkpoint (phase 1's waiting for uploads and fsyncs, the decide step,
+// phase 2 and the post-commit steps: Phase1.Complete) runs here too when
+// it is final or a sink does not overlap checkpoints, else on a goroutine
+// of its own while the subtasks take the next records. One checkpoint
+// runs at a time: a checkpoint first waits for the running one.
+func (r *runner) checkpoint(ctx context.Context, final bool) error {
+	if r.running != nil {
+		if err := r.settle(<-r.running, false); err != nil {
+			return err
+		}
+	}
+	ph, err := r.coord.Begin(ctx, r.lastPos, final)
+	if err != nil {
+		return r.subtaskErr(err)
+	}
+	r.sinceCkpt = 0
+	pos := r.lastPos
+	if final || !r.overlap {
+		return r.settle(r.complete(ctx, ph, pos), final)
+	}
+	ch := make(chan outcome, 1)
+	r.running = ch
+	go func() { ch <- r.complete(ctx, ph, pos) }()
+	return nil
+}
+
+// complete completes a checkpoint whose barrier was taken at source
+// position pos; on any goroutine.
+func (r *runner) complete(ctx context.Context, ph *committer.Phase1, pos json.RawMessage) outcome {
+	id, err := ph.Complete(ctx)
+	if err == nil && r.groups != nil {
+		r.groups.offer(id, pos)
+	}
+	return outcome{id, err}
+}
+
+// settled takes the outcome of the running checkpoint, then a checkpoint
+// that fell due meanwhile.
+func (r *runner) settled(ctx context.Context, o outcome) error {
+	if err := r.settle(o, false); err != nil {
+		return err
+	}
+	if r.due {
+		r.due = false
+		return r.checkpoint(ctx, false)
+	}
+	return nil
+}
+
+// settle records the outcome of a completed checkpoint.
+func (r *runner) settle(o outcome, final bool) error {
+	r.running = nil
+	if o.err != nil {
+		return r.subtaskErr(o.err)
+	}
+	r.res.Checkpoint = o.id
+	r.prog.Checkpoints++
+	r.prog.Checkpoint = o.id
+	r.prog.Done = final
+	if r.ev.Progress != nil {
+		r.ev.Progress(r.prog)
+	}
+	return nil
+}
+
+// subtaskErr returns the error of a subtask that failed on a record, if
+// any, else err: a failed checkpoint caused by such a subtask reports that
+// record, not the checkpoint it broke.
+func (r *runner) subtaskErr(err error) error {
+	for _, s := range r.subs {
+		select {
+		case <-s.failed:
+			return s.err
+		default:
+		}
+	}
+	return err
 }
 
 type ticker struct {

@@ -901,6 +901,7 @@ func TestRunRetainedValues(t *testing.T) {
 // more records after the barrier: a pipeline that stopped the records
 // while a checkpoint runs would never release it.
 type gatedSink struct {
+	committer.NopPostCommit
 	mu       sync.Mutex
 	records  int
 	barrier  int           // records at the first barrier; -1 before
@@ -921,14 +922,8 @@ func (g *gatedSink) Write(_ context.Context, _ []byte, _ source.Origin) error {
 }
 func (g *gatedSink) Tick(context.Context, time.Time) error { return nil }
 func (g *gatedSink) Close() error                          { return nil }
-func (g *gatedSink) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
-	wait, err := g.PrepareAsync(ctx, id, final)
-	if err != nil {
-		return committer.Snapshot{}, err
-	}
-	return wait(ctx)
-}
-func (g *gatedSink) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
+func (g *gatedSink) OverlapsCheckpoints() bool             { return true }
+func (g *gatedSink) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
 	g.mu.Lock()
 	first := g.barrier < 0
 	if first {
@@ -946,9 +941,11 @@ func (g *gatedSink) PrepareAsync(ctx context.Context, id uint64, final bool) (fu
 		return committer.Snapshot{}, nil
 	}, nil
 }
-func (g *gatedSink) Commit(context.Context, json.RawMessage) error       { return nil }
-func (g *gatedSink) Restore(context.Context, json.RawMessage) error      { return nil }
-func (g *gatedSink) Sweep(context.Context, []*recovery.Checkpoint) error { return nil }
+func (g *gatedSink) Commit(context.Context, json.RawMessage) error  { return nil }
+func (g *gatedSink) Restore(context.Context, json.RawMessage) error { return nil }
+func (g *gatedSink) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
+	return nil, nil
+}
 
 // TestIntervalCheckpointDoesNotStopRecords: while a checkpoint's phase 1
 // runs, the next interval checkpoint falls due; the records keep flowing

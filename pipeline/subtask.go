@@ -57,10 +57,7 @@ type msg struct {
 	done  chan error
 }
 
-var (
-	_ committer.Participant   = (*subtask)(nil)
-	_ committer.AsyncPreparer = (*subtask)(nil)
-)
+var _ committer.Participant = (*subtask)(nil)
 
 func (s *subtask) run(ctx context.Context) {
 	failed := s.failed
@@ -123,26 +120,11 @@ func (s *subtask) call(fn func() error) error {
 
 func (s *subtask) Name() string { return s.sink.Name() }
 
-func (s *subtask) Prepare(ctx context.Context, id uint64, final bool) (snap committer.Snapshot, err error) {
-	err = s.call(func() (e error) { snap, e = s.sink.Prepare(ctx, id, final); return })
-	return snap, err
-}
-
-// PrepareAsync takes the barrier on the subtask's goroutine, after every
-// batch sent before; the function it returns runs on the caller's goroutine
-// while the subtask goes on with later batches. A sink that is not a
-// committer.AsyncPreparer prepares at the barrier.
-func (s *subtask) PrepareAsync(ctx context.Context, id uint64, final bool) (wait func(context.Context) (committer.Snapshot, error), err error) {
-	err = s.call(func() error {
-		if ap, ok := s.sink.(committer.AsyncPreparer); ok {
-			var e error
-			wait, e = ap.PrepareAsync(ctx, id, final)
-			return e
-		}
-		snap, e := s.sink.Prepare(ctx, id, final)
-		wait = func(context.Context) (committer.Snapshot, error) { return snap, nil }
-		return e
-	})
+// Prepare takes the barrier on the subtask's goroutine, after every batch
+// sent before; the Wait the sink returns runs on the caller's goroutine
+// while the subtask goes on with later batches.
+func (s *subtask) Prepare(ctx context.Context, id uint64, final bool) (wait committer.Wait, err error) {
+	err = s.call(func() (e error) { wait, e = s.sink.Prepare(ctx, id, final); return })
 	return wait, err
 }
 
@@ -150,22 +132,20 @@ func (s *subtask) Commit(ctx context.Context, c json.RawMessage) error {
 	return s.call(func() error { return s.sink.Commit(ctx, c) })
 }
 
-// CommittedCheckpoint forwards to a sink that is a
-// committer.CheckpointCommitter (whose method must be safe for concurrent
-// use: it is called from the committing goroutine, beside the batches).
+// CommittedCheckpoint forwards to the sink, on the caller's goroutine
+// (the sink's method may run beside the batches: see
+// committer.Participant).
 func (s *subtask) CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error {
-	if cc, ok := s.sink.(committer.CheckpointCommitter); ok {
-		return cc.CommittedCheckpoint(ctx, id, committables)
-	}
-	return nil
+	return s.sink.CommittedCheckpoint(ctx, id, committables)
 }
 
 func (s *subtask) Restore(ctx context.Context, state json.RawMessage) error {
 	return s.call(func() error { return s.sink.Restore(ctx, state) })
 }
 
-func (s *subtask) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
-	return s.call(func() error { return s.sink.Sweep(ctx, retained) })
+func (s *subtask) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (swept committer.Swept, err error) {
+	err = s.call(func() (e error) { swept, e = s.sink.Sweep(ctx, retained); return })
+	return swept, err
 }
 
 // tick runs Sink.Tick on the subtask's goroutine.

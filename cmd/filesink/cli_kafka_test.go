@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/internal/testutil/kafkatest"
 	"github.com/filesink/filesink/internal/testutil/mariadbtest"
@@ -333,7 +334,7 @@ func TestXACommand(t *testing.T) {
 		if err := s.Write(ctx, []byte(wordRecord(fmt.Sprintf("w%d", i))), source.Origin{Name: "test", Num: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Prepare(ctx, 1, false); err != nil {
+		if _, err := committer.PrepareNow(ctx, s, 1, false); err != nil {
 			t.Fatal(err)
 		}
 		s.Close()

@@ -270,9 +270,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		for i, s := range job.cfg.Sinks {
 			job.cfg.Sinks[i] = m.WrapSink(s)
 		}
-		job.cfg.Progress = func(p pipeline.Progress) { prog.update(p); m.Progress(p) }
-		job.cfg.Barrier = m.Barrier
-		job.cfg.CommitterOptions = append(job.cfg.CommitterOptions, committer.WithHook(m.Hook))
+		job.cfg.Events = pipeline.TeeEventListener(job.cfg.Events, m.Events())
 	}
 	res, err := pipeline.Run(ctx, job.cfg)
 	prog.finish()
@@ -442,9 +440,6 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		return nil, err
 	}
 	tlog := log
-	if f.metrics != nil {
-		tlog = slog.New(f.metrics.LogHandler(log.Handler())) // counts the orphans an S3 sweep deletes
-	}
 	if set["direct-io"] && isS3(f.sink) {
 		return nil, usageError("run: --direct-io applies to local sinks only, not to %s", f.sink)
 	}
@@ -454,9 +449,6 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	}
 	if t.local != "" {
 		var fsys vfs.FS = vfs.OS{}
-		if f.metrics != nil {
-			fsys = f.metrics.CountingFS(fsys) // counts the orphaned staging files a sweep deletes
-		}
 		t.backend = localfs.New(fsys, t.local, localfs.WithDirectIO(f.directIO))
 		t.dead = localfs.New(fsys, filepath.Join(t.local, "_dead-letter"), localfs.WithDirectIO(f.directIO))
 	}

@@ -39,12 +39,20 @@ type Backend interface {
 	// Sweep must delete staging data whose part name starts with namespace
 	// and that no entry of keep (resumables and pendings of retained
 	// checkpoints and live writers) references. It must not touch anything
-	// else.
-	Sweep(ctx context.Context, namespace string, keep []json.RawMessage) error
+	// else. It returns how many it deleted by kind (Swept*; kinds with none
+	// may be absent), also when it fails midway.
+	Sweep(ctx context.Context, namespace string, keep []json.RawMessage) (swept map[string]int64, err error)
 	// Describe returns the publish target and the staging name of a
 	// resumable or pending, for messages and audits.
 	Describe(data json.RawMessage) (target, staging string, err error)
 }
+
+// Kinds of staging data a Backend's Sweep deletes: the keys of its counts.
+const (
+	SweptStagingFile   = "staging_file"   // a local staging file (".*.inprogress")
+	SweptUpload        = "upload"         // a multipart upload, aborted
+	SweptStagingObject = "staging_object" // a staging object (S3 tail or upload marker)
+)
 
 // PartWriter writes one in-progress part file. Not safe for concurrent use.
 type PartWriter interface {

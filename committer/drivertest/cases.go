@@ -495,7 +495,7 @@ func testSweep(t *testing.T, e *env) {
 	}
 	e.wantVisible(visible...)
 
-	if err := e.backend().Sweep(e.ctx, ns0, keepData); err != nil {
+	if _, err := e.backend().Sweep(e.ctx, ns0, keepData); err != nil {
 		t.Fatalf("Sweep(%q, keep %q): %v", ns0, keep, err)
 	}
 	e.wantVisible(visible...)
@@ -535,7 +535,7 @@ func testSweep(t *testing.T, e *env) {
 }
 
 func testSweepEmpty(t *testing.T, e *env) {
-	if err := e.backend().Sweep(e.ctx, ns0, nil); err != nil {
+	if _, err := e.backend().Sweep(e.ctx, ns0, nil); err != nil {
 		t.Fatalf("Sweep of an empty store: %v", err)
 	}
 	e.wantVisible()
@@ -545,7 +545,7 @@ func testSweepLiveWriter(t *testing.T, e *env) {
 	w := e.open(target1)
 	e.write(w, hello)
 	r := e.persist(w)
-	if err := e.backend().Sweep(e.ctx, ns0, []json.RawMessage{r}); err != nil {
+	if _, err := e.backend().Sweep(e.ctx, ns0, []json.RawMessage{r}); err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
 	e.write(w, world)
@@ -557,7 +557,7 @@ func testSweepTwice(t *testing.T, e *env) {
 	r := e.persisted(target1, hello)
 	e.persisted(target2, world)
 	for i := range 2 {
-		if err := e.backend().Sweep(e.ctx, ns0, []json.RawMessage{r}); err != nil {
+		if _, err := e.backend().Sweep(e.ctx, ns0, []json.RawMessage{r}); err != nil {
 			t.Fatalf("Sweep #%d: %v", i+1, err)
 		}
 	}
@@ -665,7 +665,8 @@ func testConcurrent(t *testing.T, e *env) {
 	// namespace is swept, then all of them again (idempotent), in reverse.
 	err = runGroup(n+1, func(i int) error {
 		if i == n {
-			return b.Sweep(e.ctx, "part-9-", nil)
+			_, err := b.Sweep(e.ctx, "part-9-", nil)
+			return err
 		}
 		return b.Commit(e.ctx, pendings[i])
 	})
@@ -786,7 +787,7 @@ func testCrashBeforePersist(t *testing.T, e *env) {
 	c.wantVisible()
 	// Nothing was recorded: the orphan (if it survived) is swept and the
 	// name can be used again.
-	if err := c.backend().Sweep(c.ctx, ns0, nil); err != nil {
+	if _, err := c.backend().Sweep(c.ctx, ns0, nil); err != nil {
 		t.Fatalf("Sweep after a power loss: %v", err)
 	}
 	c.publish(target1, world)
@@ -824,7 +825,7 @@ func testCrashAfterSweep(t *testing.T, e *env) {
 	r := e.persisted(target1, hello)
 	p := e.pending("b2/part-0-r1-7.txt", world)
 	e.persisted(target2, world) // orphan
-	if err := e.backend().Sweep(e.ctx, ns0, []json.RawMessage{r, p}); err != nil {
+	if _, err := e.backend().Sweep(e.ctx, ns0, []json.RawMessage{r, p}); err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
 	c := e.crash()

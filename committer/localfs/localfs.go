@@ -409,57 +409,65 @@ func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err err
 }
 
 // Sweep implements driver.Backend.
-func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMessage) error {
+// It counts the part files' staging files it deletes.
+func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMessage) (map[string]int64, error) {
 	keepSet := make(map[string]bool, len(keep))
 	for _, k := range keep {
 		r, err := parse(k)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		keepSet[r.Staging] = true
 	}
+	var files int64
 	err := b.walk(ctx, "", func(rel string, _ fs.DirEntry) error {
 		base := path.Base(rel)
 		// Part files of this namespace, and the temporary files of
 		// marker puts (PutFile) that a crash interrupted.
-		stale := strings.HasPrefix(base, "."+namespace) && strings.HasSuffix(base, StagingSuffix) && !keepSet[rel] ||
-			strings.HasPrefix(base, tmpPrefix) && strings.HasSuffix(base, "-_SUCCESS")
-		if !stale {
+		part := strings.HasPrefix(base, "."+namespace) && strings.HasSuffix(base, StagingSuffix) && !keepSet[rel]
+		if !part && !(strings.HasPrefix(base, tmpPrefix) && strings.HasSuffix(base, "-_SUCCESS")) {
 			return nil
 		}
-		return b.remove(b.abs(rel))
-	})
-	if err != nil {
+		removed, err := b.remove(b.abs(rel))
+		if part && removed {
+			files++
+		}
 		return err
+	})
+	swept := map[string]int64{driver.SweptStagingFile: files}
+	if err != nil {
+		return swept, err
 	}
 	// Temporary files of this namespace's interrupted manifest puts.
 	dir := filepath.Join(b.root, driver.MetaDir, "manifests")
 	ents, err := b.fs.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return swept, nil
 	}
 	if err != nil {
-		return fmt.Errorf("localfs: sweep %s: %w", dir, err)
+		return swept, fmt.Errorf("localfs: sweep %s: %w", dir, err)
 	}
 	for _, e := range ents {
 		if n := e.Name(); strings.HasPrefix(n, tmpPrefix) && strings.HasSuffix(n, "-"+strings.TrimSuffix(namespace, "-")+".json") {
-			if err := b.remove(filepath.Join(dir, n)); err != nil {
-				return err
+			if _, err := b.remove(filepath.Join(dir, n)); err != nil {
+				return swept, err
 			}
 		}
 	}
-	return nil
+	return swept, nil
 }
 
 // tmpPrefix starts the names of the temporary files of PutMeta and PutFile.
 const tmpPrefix = ".tmp-"
 
-// remove deletes name (gone already is fine) and syncs its directory.
-func (b *Backend) remove(name string) error {
-	if err := b.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("localfs: sweep %s: %w", name, err)
+// remove deletes name (gone already is fine: removed is false) and syncs
+// its directory.
+func (b *Backend) remove(name string) (removed bool, err error) {
+	err = b.fs.Remove(name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("localfs: sweep %s: %w", name, err)
 	}
-	return b.fs.SyncDir(filepath.Dir(name))
+	return err == nil, b.fs.SyncDir(filepath.Dir(name))
 }
 
 // Walk calls fn for every file under the output directory, skipping

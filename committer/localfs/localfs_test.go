@@ -812,7 +812,7 @@ func recoverAndCheck(t *testing.T, desc string, fsys vfs.FS, parts []*partRecord
 			}
 		}
 	}
-	if err := b.Sweep(ctx, "part-0-", keep); err != nil {
+	if _, err := b.Sweep(ctx, "part-0-", keep); err != nil {
 		fail("Sweep: %v", err)
 		return nil
 	}

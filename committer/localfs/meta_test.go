@@ -109,7 +109,7 @@ func TestSweepRemovesInterruptedPuts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := b.Sweep(t.Context(), "part-0-", nil); err != nil {
+	if _, err := b.Sweep(t.Context(), "part-0-", nil); err != nil {
 		t.Fatal(err)
 	}
 	for name, removed := range files {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 	"github.com/filesink/filesink/source"
@@ -56,7 +57,7 @@ func BenchmarkXASink(b *testing.B) {
 	id := uint64(0)
 	checkpoint := func() {
 		id++
-		snap, err := s.Prepare(ctx, id, false)
+		snap, err := committer.PrepareNow(ctx, s, id, false)
 		if err != nil {
 			b.Fatal(err)
 		}

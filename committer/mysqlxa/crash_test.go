@@ -476,7 +476,7 @@ func TestBranchLockRefusesTwin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	snap, err := a.Prepare(ctx, 1, false)
+	snap, err := committer.PrepareNow(ctx, a, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func TestBranchLockRefusesTwin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.Prepare(ctx, 1, false); err == nil || !strings.Contains(err.Error(), "run twice") {
+	if _, err := committer.PrepareNow(ctx, b, 1, false); err == nil || !strings.Contains(err.Error(), "run twice") {
 		t.Fatalf("twin's Prepare = %v, want the branch lock error", err)
 	}
 }

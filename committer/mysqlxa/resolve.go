@@ -341,8 +341,19 @@ func (s *Sink) abandon() {
 // rows older than anything the retained records reference (below the
 // oldest retained checkpoint and the oldest pending branch); the deletion
 // runs inside the next branch, so it commits with the next checkpoint. A
-// nil error means no orphaned branch of this subtask remains.
-func (s *Sink) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+// nil error means no orphaned branch of this subtask remains. It counts the
+// branches it rolls back (kind SweptXABranch).
+func (s *Sink) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
+	before := s.stats.RolledBack.Load()
+	err := s.sweep(ctx, retained)
+	return committer.Swept{SweptXABranch: s.stats.RolledBack.Load() - before}, err
+}
+
+// SweptXABranch is the kind of orphaned staging data Sweep deletes: an XA
+// branch, rolled back.
+const SweptXABranch = "xa_branch"
+
+func (s *Sink) sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
 	keep := map[Xid]bool{}
 	var below uint64
 	for i, r := range retained {

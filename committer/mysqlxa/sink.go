@@ -48,6 +48,7 @@ type Stats struct {
 // from one goroutine at a time (the pipeline calls them from the subtask's
 // goroutine); Stats may be read concurrently.
 type Sink struct {
+	committer.NopPostCommit
 	db    *sql.DB
 	ownDB bool
 	cfg   Config
@@ -406,8 +407,8 @@ func (s *Sink) reset() {
 // may need row locks that N's branch holds until its XA COMMIT, and a
 // driver that calls Commit(N) from the goroutine that calls Write would
 // queue that commit behind the wait. (pipeline.Run commits this sink at
-// the barrier, before the next records, since it is not an
-// AsyncPreparer; this guards other drivers.) Up to deferFactor batches are
+// the barrier, before the next records, since its OverlapsCheckpoints is
+// false; this guards other drivers.) Up to deferFactor batches are
 // buffered that way; beyond, they are sent anyway.
 func (s *Sink) full() bool {
 	if len(s.held) > 0 {
@@ -416,7 +417,22 @@ func (s *Sink) full() bool {
 	return s.rows >= s.batch || s.bytes >= s.cfg.BatchBytes
 }
 
-// Prepare implements committer.Participant (phase 1 of checkpoint id): it
+// Prepare implements committer.Participant: see prepare;
+// all of phase 1 is done at the barrier (the Wait returns at once).
+func (s *Sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
+	snap, err := s.prepare(ctx, id, final)
+	if err != nil {
+		return nil, err
+	}
+	return committer.Ready(snap), nil
+}
+
+// OverlapsCheckpoints implements pipeline.Sink: false: the next records may need row locks
+// the prepared branch holds until its phase 2, so the pipeline runs the whole
+// checkpoint at the barrier.
+func (s *Sink) OverlapsCheckpoints() bool { return false }
+
+// prepare is phase 1 of checkpoint id: it
 // sends the buffered rows, writes the marker row (sink, subtask,
 // checkpoint, nonce) in the branch, and runs XA END and XA PREPARE. A
 // checkpoint without records still prepares a branch with its marker row.
@@ -426,7 +442,7 @@ func (s *Sink) full() bool {
 // abandoned (rolled back by the server, or left prepared and rolled back
 // by the next Restore) and the sink fails until Restore. final changes
 // nothing: a branch holds nothing in progress.
-func (s *Sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
+func (s *Sink) prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
 	if s.failed != nil {
 		return committer.Snapshot{}, s.failed
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/filesink/filesink/committer"
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/source"
@@ -47,7 +48,7 @@ func TestPublishOnRoll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	snap, err := w.Prepare(ctx, 1, false)
+	snap, err := committer.PrepareNow(ctx, w, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -467,10 +467,13 @@ func TestSweepOwnsItsMess(t *testing.T) {
 	if len(before) != 4 { // orphan, kept resumable + its duplicate, kept pending
 		t.Fatalf("ListUploads(%q) before the sweep = %+v, want 4 uploads", ns, before)
 	}
+	var swept []map[string]int64
 	for range 2 {
-		if err := b.Sweep(ctx, ns, []json.RawMessage{keptR, keptP}); err != nil {
+		n, err := b.Sweep(ctx, ns, []json.RawMessage{keptR, keptP})
+		if err != nil {
 			t.Fatal(err)
 		}
+		swept = append(swept, n)
 	}
 	after, err := b.ListUploads(ctx, ns)
 	if err != nil {
@@ -496,6 +499,20 @@ func TestSweepOwnsItsMess(t *testing.T) {
 	}
 	for _, tr := range old.Tail {
 		wantKeys[tr.Key] = false
+	}
+	deleted := int64(0)
+	for _, exists := range wantKeys {
+		if !exists {
+			deleted++
+		}
+	}
+	// The orphan's upload and the kept key's duplicate, and every staging
+	// object gone; nothing the second time.
+	if n := swept[0]; n[driver.SweptUpload] != 2 || n[driver.SweptStagingObject] != deleted {
+		t.Errorf("first sweep counted %v, want 2 uploads and %d staging objects", n, deleted)
+	}
+	if n := swept[1]; n[driver.SweptUpload] != 0 || n[driver.SweptStagingObject] != 0 {
+		t.Errorf("second sweep counted %v, want nothing", n)
 	}
 	for key, wantExists := range wantKeys {
 		if got := h.exists(t, key); got != wantExists {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/filesink/filesink/committer/driver"
 )
 
 // stagingSet is what the staging directory and the upload listing hold for
@@ -131,9 +132,10 @@ func (b *Backend) uploadsOf(ctx context.Context, key string) ([]s3types.Multipar
 // references, deletes the tail objects that no entry of keep references,
 // and then the marker when no upload of that part file is kept. Objects of
 // other namespaces, other sinks and finished objects are never touched.
-func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMessage) error {
+// It counts the uploads it aborts and the staging objects it deletes.
+func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMessage) (map[string]int64, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	keptUploads := map[string]bool{}
 	keptTargets := map[string]bool{}
@@ -141,7 +143,7 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 	for _, k := range keep {
 		r, err := b.parse(k, "")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		keptUploads[r.UploadID] = true
 		keptTargets[r.Target] = true
@@ -151,7 +153,7 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 	}
 	sets, _, err := b.staging(ctx, namespace, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	targets := make([]string, 0, len(sets))
 	for t := range sets {
@@ -160,6 +162,7 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 	slices.Sort(targets)
 	// One ListMultipartUploads per part file: run them side by side.
 	orphans := make([][]string, len(targets))
+	aborted := make([]int64, len(targets))
 	errs := make([]error, len(targets))
 	sem := make(chan struct{}, sweepParallelism)
 	var wg sync.WaitGroup
@@ -168,24 +171,29 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			orphans[i], errs[i] = b.sweepTarget(ctx, target, sets[target], keptTargets[target], keptUploads, keptTails)
+			orphans[i], aborted[i], errs[i] = b.sweepTarget(ctx, target, sets[target], keptTargets[target], keptUploads, keptTails)
 		}()
 	}
 	wg.Wait()
+	swept := map[string]int64{driver.SweptUpload: 0, driver.SweptStagingObject: 0}
+	for _, n := range aborted {
+		swept[driver.SweptUpload] += n
+	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return swept, err
 	}
 	var tails []string
 	for _, o := range orphans {
 		tails = append(tails, o...)
 	}
 	if err := b.deleteKeys(ctx, tails); err != nil {
-		return err
+		return swept, err
 	}
+	swept[driver.SweptStagingObject] = int64(len(tails))
 	if len(tails) > 0 {
 		b.o.log.Info("s3: sweep deleted orphaned staging objects", "namespace", namespace, "objects", len(tails))
 	}
-	return nil
+	return swept, nil
 }
 
 // sweepParallelism bounds the part files a Sweep examines at once.
@@ -193,12 +201,12 @@ const sweepParallelism = 16
 
 // sweepTarget aborts the orphaned uploads of one part file and returns its
 // orphaned staging objects (tails, and the marker when nothing of the part
-// is kept).
-func (b *Backend) sweepTarget(ctx context.Context, target string, s *stagingSet, kept bool, keptUploads, keptTails map[string]bool) ([]string, error) {
+// is kept) and how many uploads it aborted.
+func (b *Backend) sweepTarget(ctx context.Context, target string, s *stagingSet, kept bool, keptUploads, keptTails map[string]bool) (orphans []string, aborted int64, err error) {
 	key := b.key(target)
 	ups, err := b.uploadsOf(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, u := range ups {
 		id := aws.ToString(u.UploadId)
@@ -207,8 +215,9 @@ func (b *Backend) sweepTarget(ctx context.Context, target string, s *stagingSet,
 			continue
 		}
 		if err := b.abort(ctx, key, id); err != nil {
-			return nil, err
+			return nil, aborted, err
 		}
+		aborted++
 		b.o.log.Info("s3: sweep aborted an orphaned upload", "key", key, "upload_id", id, "initiated", aws.ToTime(u.Initiated))
 	}
 	var tails []string
@@ -220,7 +229,7 @@ func (b *Backend) sweepTarget(ctx context.Context, target string, s *stagingSet,
 	if s.marker && !kept {
 		tails = append(tails, b.markerKey(target))
 	}
-	return tails, nil
+	return tails, aborted, nil
 }
 
 func (b *Backend) abort(ctx context.Context, key, uploadID string) error {

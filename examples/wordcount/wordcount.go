@@ -231,6 +231,7 @@ func lockDir(dir string) (func(), error) {
 //
 // Like every pipeline.Sink, it is used by one goroutine at a time.
 type counter struct {
+	committer.NopPostCommit
 	out    *mysqlxa.Sink
 	counts map[string]int64
 	words  int64  // words counted by this instance
@@ -257,12 +258,12 @@ func (c *counter) Write(_ context.Context, line []byte, _ source.Origin) error {
 
 // Prepare flushes the counts of the checkpoint into the XA branch, then
 // prepares it.
-func (c *counter) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
+func (c *counter) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
 	// Sorted: the same lock order in every branch, and reproducible rows.
 	for i, w := range slices.Sorted(maps.Keys(c.counts)) {
 		c.rec = appendRow(c.rec[:0], w, c.counts[w])
 		if err := c.out.Write(ctx, c.rec, source.Origin{Name: "wordcount/checkpoint-" + strconv.FormatUint(id, 10), Num: int64(i)}); err != nil {
-			return committer.Snapshot{}, err
+			return nil, err
 		}
 	}
 	clear(c.counts)
@@ -279,11 +280,14 @@ func (c *counter) Restore(ctx context.Context, state json.RawMessage) error {
 	return c.out.Restore(ctx, state)
 }
 
-func (c *counter) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
+func (c *counter) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
 	return c.out.Sweep(ctx, retained)
 }
 
 func (c *counter) Tick(ctx context.Context, now time.Time) error { return c.out.Tick(ctx, now) }
+
+// OverlapsCheckpoints is the XA sink's: false (see mysqlxa.Sink).
+func (c *counter) OverlapsCheckpoints() bool { return c.out.OverlapsCheckpoints() }
 
 func (c *counter) Close() error { return c.out.Close() }
 

@@ -56,16 +56,15 @@ func (w *rowFront) AddArrow(rec arrow.Record) error {
 }
 
 // AddBatch implements filesink.BatchWriter (for filesink.Writer.WriteBatch):
-// batch must be an arrow.Record, added as with AddArrow.
-func (w *rowFront) AddBatch(batch any) (int64, error) {
-	rec, ok := batch.(arrow.Record)
-	if !ok {
-		return 0, fmt.Errorf("bulk: a batch of %s rows must be an arrow.Record, not %T: %w", w.format, batch, filesink.ErrBadRecord)
+// batch is added as with AddArrow.
+func (w *rowFront) AddBatch(batch arrow.Record) (int64, error) {
+	if batch == nil {
+		return 0, fmt.Errorf("bulk: a nil batch of %s rows: %w", w.format, filesink.ErrBadRecord)
 	}
-	if err := w.AddArrow(rec); err != nil {
+	if err := w.AddArrow(batch); err != nil {
 		return 0, err
 	}
-	return rec.NumRows(), nil
+	return batch.NumRows(), nil
 }
 
 // usable returns the writer's sticky error; with a pipeline it first

@@ -22,6 +22,7 @@ import (
 	"github.com/apache/arrow/go/v15/parquet/file"
 	"github.com/apache/arrow/go/v15/parquet/pqarrow"
 
+	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/filesink"
 )
 
@@ -416,7 +417,7 @@ func getenv(k string) string { return os.Getenv(k) }
 func commitFinal(t testing.TB, w *filesink.Writer) int {
 	t.Helper()
 	ctx := context.Background()
-	snap, err := w.Prepare(ctx, 1, true)
+	snap, err := committer.PrepareNow(ctx, w, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -233,6 +233,7 @@ type Stats struct {
 // workers. See the package documentation for its guarantees and
 // concurrency.
 type Sink struct {
+	committer.NopPostCommit
 	cfg     config
 	sender  Sender
 	subtask int
@@ -510,7 +511,21 @@ type state struct {
 	Tail       [][]byte `json:"tail,omitempty"` // the open batch's records
 }
 
-// Prepare is phase 1 of checkpoint id. With AtLeastOnce it returns only
+// Prepare implements committer.Participant: see prepare;
+// all of phase 1 is done at the barrier (the Wait returns at once).
+func (s *Sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
+	snap, err := s.prepare(ctx, id, final)
+	if err != nil {
+		return nil, err
+	}
+	return committer.Ready(snap), nil
+}
+
+// OverlapsCheckpoints implements pipeline.Sink: false: the pipeline runs the whole checkpoint
+// at the barrier.
+func (s *Sink) OverlapsCheckpoints() bool { return false }
+
+// prepare is phase 1 of checkpoint id. With AtLeastOnce it returns only
 // when every closed batch was acknowledged by the target; the open batch's
 // records go into the returned state (a final checkpoint closes and sends
 // it too, so that the state holds no records). A nil error means every
@@ -519,7 +534,7 @@ type state struct {
 // recorded. With AtMostOnce it queues the open batch and returns at once,
 // except at a final checkpoint, which waits until every batch was sent or
 // dropped.
-func (s *Sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
+func (s *Sink) prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
 	start := time.Now()
 	defer func() { s.stats.PrepareNanos.Add(int64(time.Since(start))) }()
 	if err := s.Err(); err != nil {
@@ -602,7 +617,9 @@ func (s *Sink) Restore(_ context.Context, raw json.RawMessage) error {
 }
 
 // Sweep does nothing: the sink stages nothing.
-func (s *Sink) Sweep(context.Context, []*recovery.Checkpoint) error { return nil }
+func (s *Sink) Sweep(context.Context, []*recovery.Checkpoint) (committer.Swept, error) {
+	return nil, nil
+}
 
 // Tick returns the sink's failure, if any, so that a dead worker stops the
 // pipeline while no records come.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/sinks/async"
 )
 
@@ -52,7 +53,7 @@ func TestLingerTimerAndWorkersNeverShareABatch(t *testing.T) {
 			time.Sleep(30 * time.Microsecond) // give the timer a chance to fire on a partial batch
 		}
 	}
-	if _, err := s.Prepare(context.Background(), 1, true); err != nil {
+	if _, err := committer.PrepareNow(context.Background(), s, 1, true); err != nil {
 		t.Fatal(err)
 	}
 	l.check(t, count, true)
@@ -134,7 +135,7 @@ func TestPrepareWaitsUntilQueueIsEmptyAndEveryBatchIsAcknowledged(t *testing.T) 
 	}
 	done := make(chan result, 1)
 	go func() {
-		snap, err := s.Prepare(context.Background(), 1, false)
+		snap, err := committer.PrepareNow(context.Background(), s, 1, false)
 		done <- result{snap.State, err}
 	}()
 	select {
@@ -164,7 +165,7 @@ func TestPrepareWaitsUntilQueueIsEmptyAndEveryBatchIsAcknowledged(t *testing.T) 
 		t.Errorf("state %s: want seq 9, ord 90 and records 90..94 in the tail", r.state)
 	}
 	// A final checkpoint sends the tail too: the state holds no records.
-	snap, err := s.Prepare(context.Background(), 2, true)
+	snap, err := committer.PrepareNow(context.Background(), s, 2, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestPanickingWorkerFailsTheCheckpoint(t *testing.T) {
 	if err := s.Tick(context.Background(), time.Now()); err == nil {
 		t.Error("Tick after a dead worker returned nil")
 	}
-	if _, err := s.Prepare(context.Background(), 2, true); err == nil {
+	if _, err := committer.PrepareNow(context.Background(), s, 2, true); err == nil {
 		t.Error("a later Prepare succeeded")
 	}
 }
@@ -282,7 +283,7 @@ func TestFullQueueBlocksTheProducer(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Prepare(context.Background(), 1, true); err != nil {
+	if _, err := committer.PrepareNow(context.Background(), s, 1, true); err != nil {
 		t.Fatal(err)
 	}
 	g.l.check(t, 100, true)
@@ -316,7 +317,7 @@ func TestCancelledWriteFailsTheSink(t *testing.T) {
 		t.Fatalf("blocked Write = %v, want context.Canceled", err)
 	}
 	g.release()
-	if _, err := s.Prepare(context.Background(), 1, false); !errors.Is(err, context.Canceled) {
+	if _, err := committer.PrepareNow(context.Background(), s, 1, false); !errors.Is(err, context.Canceled) {
 		t.Errorf("Prepare after a batch was abandoned = %v, want the failure", err)
 	}
 }
@@ -331,11 +332,11 @@ func TestPrepareCancelledWhileWaiting(t *testing.T) {
 	<-g.arrived
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	if _, err := s.Prepare(ctx, 1, false); !errors.Is(err, context.Canceled) {
+	if _, err := committer.PrepareNow(ctx, s, 1, false); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Prepare = %v, want context.Canceled", err)
 	}
 	g.release()
-	if _, err := s.Prepare(context.Background(), 2, true); err != nil {
+	if _, err := committer.PrepareNow(context.Background(), s, 2, true); err != nil {
 		t.Fatal(err)
 	}
 	g.l.check(t, 10, true)
@@ -348,7 +349,7 @@ func TestAtMostOnce(t *testing.T) {
 	g := newGate()
 	s := newSink(t, g, async.WithWorkers(1), async.WithMaxRecords(10), async.WithLinger(0), async.WithGuarantee(async.AtMostOnce))
 	write(t, s, 0, 25)
-	snap, err := s.Prepare(context.Background(), 1, false) // returns while the target holds every batch
+	snap, err := committer.PrepareNow(context.Background(), s, 1, false) // returns while the target holds every batch
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func TestAtMostOnce(t *testing.T) {
 	})
 	s2 := newSink(t, fail, async.WithWorkers(1), async.WithMaxRecords(10), async.WithLinger(0), async.WithGuarantee(async.AtMostOnce))
 	write(t, s2, 0, 30)
-	if _, err := s2.Prepare(context.Background(), 1, true); err != nil {
+	if _, err := committer.PrepareNow(context.Background(), s2, 1, true); err != nil {
 		t.Fatal(err)
 	}
 	// A final checkpoint waits until every batch was sent or dropped.
@@ -402,12 +403,12 @@ func TestRestoreContinuesTheOpenBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, a, 0, 25)
-	snap, err := a.Prepare(context.Background(), 7, false)
+	snap, err := committer.PrepareNow(context.Background(), a, 7, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	write(t, a, 25, 40) // after the checkpoint: the crash loses this run
-	if _, err := a.Prepare(context.Background(), 8, true); err != nil {
+	if _, err := committer.PrepareNow(context.Background(), a, 8, true); err != nil {
 		t.Fatal(err)
 	}
 
@@ -416,7 +417,7 @@ func TestRestoreContinuesTheOpenBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, b, 25, 40) // the replay
-	if _, err := b.Prepare(context.Background(), 8, true); err != nil {
+	if _, err := committer.PrepareNow(context.Background(), b, 8, true); err != nil {
 		t.Fatal(err)
 	}
 	// First run: batches 0, 1 before the checkpoint, 2 (20..29), 3 (30..39,
@@ -473,6 +474,6 @@ func writeThenPrepare(s *async.Sink, n int64) error {
 			return err
 		}
 	}
-	_, err := s.Prepare(context.Background(), 1, false)
+	_, err := committer.PrepareNow(context.Background(), s, 1, false)
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/source"
 )
@@ -32,12 +33,12 @@ func Example() {
 			panic(err)
 		}
 	}
-	snap, err := s.Prepare(ctx, 1, false)
+	snap, err := committer.PrepareNow(ctx, s, 1, false)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Printf("checkpoint 1 state: %s\n", snap.State)
-	if _, err := s.Prepare(ctx, 2, true); err != nil {
+	if _, err := committer.PrepareNow(ctx, s, 2, true); err != nil {
 		panic(err)
 	}
 	// Output:

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/internal/testutil/cputime"
-
 	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/sinks/httpsink"
 	"github.com/filesink/filesink/source"
@@ -88,13 +88,13 @@ func BenchmarkHTTPSink(b *testing.B) {
 					if (i+1)%benchCkptEvery == 0 {
 						id++
 						t0 := time.Now()
-						if _, err := s.Prepare(ctx, id, false); err != nil {
+						if _, err := committer.PrepareNow(ctx, s, id, false); err != nil {
 							b.Fatal(err)
 						}
 						lat = append(lat, time.Since(t0))
 					}
 				}
-				if _, err := s.Prepare(ctx, id+1, true); err != nil {
+				if _, err := committer.PrepareNow(ctx, s, id+1, true); err != nil {
 					b.Fatal(err)
 				}
 				if got := s.Stats().Acked.Load(); got != int64(records) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/sinks/httpsink"
 	"github.com/filesink/filesink/source"
@@ -249,7 +250,7 @@ func TestSinkCheckpointFailsOnClientError(t *testing.T) {
 			break // the failure may surface here already
 		}
 	}
-	_, err = s.Prepare(context.Background(), 1, true)
+	_, err = committer.PrepareNow(context.Background(), s, 1, true)
 	if err == nil || !strings.Contains(err.Error(), "record 7 is poison") || !strings.Contains(err.Error(), "HTTP 400") {
 		t.Fatalf("Prepare = %v, want the 400 with its body", err)
 	}

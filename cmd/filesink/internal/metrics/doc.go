@@ -3,13 +3,13 @@
 //
 // A [Metrics] owns a registry made for the run (prometheus.NewRegistry,
 // never the global default registry) and is fed through the run's
-// extension points: pipeline.Config.Progress (records and bytes read,
-// completed checkpoints), pipeline.Config.Barrier and committer.WithHook
-// (checkpoint and phase durations, end of recovery), and wrappers around
-// the sinks (records and bytes accepted, open part files, pending
-// committables, failed commit attempts), the Kafka source (offsets per
-// partition) and the backends (orphans swept). Nothing here changes what
-// the job does: wrappers forward every call and its result unchanged.
+// extension points: the run's event stream, pipeline.Config.Events
+// (records and bytes read, completed checkpoints, checkpoint and phase
+// durations, end of recovery, orphans swept by kind, failed commit
+// attempts), and wrappers around the sinks (records and bytes accepted,
+// open part files, pending committables) and the Kafka source (offsets
+// per partition). Nothing here changes what the job does: wrappers
+// forward every call and its result unchanged.
 //
 // # Concurrency
 //

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/pipeline"
 )
 
@@ -30,13 +31,11 @@ type Options struct {
 // its own (never the global one) and the functions that feed it, to be
 // plugged into the run's extension points:
 //
-//   - [Metrics.Progress] into pipeline.Config.Progress,
-//   - [Metrics.Barrier] into pipeline.Config.Barrier,
-//   - [Metrics.Hook] into committer.WithHook (in Config.CommitterOptions),
+//   - [Metrics.Events] into pipeline.Config.Events (checkpoint and phase
+//     durations, progress, end of recovery, orphans swept, failed commit
+//     attempts),
 //   - [Metrics.WrapSink] around each pipeline.Sink,
-//   - [Metrics.WrapKafka] around a Kafka source, [Metrics.CountingFS]
-//     under a local backend, [Metrics.LogHandler] under an S3 backend's
-//     logger (orphans swept).
+//   - [Metrics.WrapKafka] around a Kafka source.
 //
 // Every method is safe for concurrent use; none blocks.
 type Metrics struct {
@@ -49,7 +48,6 @@ type Metrics struct {
 	checkpoints        atomic.Int64 // completed in this run
 	retries            atomic.Int64
 	orphans            [numKinds]atomic.Int64
-	sweeping           atomic.Int32 // sweeps running (CountingFS counts only then)
 
 	ckptDuration  prometheus.Histogram
 	phaseDuration *prometheus.HistogramVec
@@ -58,9 +56,6 @@ type Metrics struct {
 	sinks     []*sinkStats
 	kafka     []*kafkaSource
 	recovered bool
-	begun     time.Time // barrier of the running checkpoint (zero: none)
-	phase1At  time.Time
-	decidedAt time.Time
 	lastID    uint64
 	lastAt    time.Time // completion of checkpoint lastID in this run
 	done      bool
@@ -75,7 +70,7 @@ const (
 	numKinds
 )
 
-var kindNames = [numKinds]string{"staging_file", "upload", "staging_object"}
+var kindNames = [numKinds]string{driver.SweptStagingFile, driver.SweptUpload, driver.SweptStagingObject}
 
 // durationBuckets spans a local checkpoint (milliseconds) to a slow S3
 // upload of large parts (minutes).
@@ -188,8 +183,49 @@ func (m *Metrics) sumSinks(f func(*sinkStats) int64) float64 {
 	return float64(n)
 }
 
-// Progress records a pipeline.Progress: plug it into
-// pipeline.Config.Progress (beside another consumer, call both).
+// Events returns the listener that feeds the metrics: plug it into
+// pipeline.Config.Events (beside other listeners, with
+// pipeline.TeeEventListener).
+func (m *Metrics) Events() pipeline.EventListener {
+	return pipeline.EventListener{
+		EventListener: committer.EventListener{
+			Phase1Done: func(i committer.Phase1Info) {
+				m.phaseDuration.WithLabelValues("phase1").Observe(i.Duration.Seconds())
+			},
+			Decided: func(i committer.DecidedInfo) {
+				m.phaseDuration.WithLabelValues("decide").Observe(i.Duration.Seconds())
+			},
+			Committed:    m.committed,
+			CommitFailed: func(committer.CommitFailedInfo) { m.retries.Add(1) },
+			Swept:        m.swept,
+			Recovered: func(committer.RecoveredInfo) {
+				m.mu.Lock()
+				m.recovered = true
+				m.mu.Unlock()
+			},
+		},
+		Progress: m.Progress,
+	}
+}
+
+// committed times a checkpoint whose phase 2 completed.
+func (m *Metrics) committed(i committer.CommittedInfo) {
+	if i.Total == 0 { // not begun by this run's coordinator: not timed
+		return
+	}
+	m.phaseDuration.WithLabelValues("phase2").Observe(i.Phase2.Seconds())
+	m.ckptDuration.Observe(i.Total.Seconds())
+}
+
+// swept counts the orphans a sweep deleted, by kind. XA branches are
+// counted from the MySQL sinks' statistics (Restore rolls back too).
+func (m *Metrics) swept(i committer.SweptInfo) {
+	for k, name := range kindNames {
+		m.orphans[k].Add(i.Swept[name])
+	}
+}
+
+// Progress records a pipeline.Progress (Events includes it).
 func (m *Metrics) Progress(p pipeline.Progress) {
 	m.inRecords.Store(p.Records)
 	m.inBytes.Store(p.Bytes)
@@ -200,50 +236,6 @@ func (m *Metrics) Progress(p pipeline.Progress) {
 	m.mu.Lock()
 	m.lastID, m.lastAt, m.done = p.Checkpoint, m.now(), p.Done
 	m.mu.Unlock()
-}
-
-// Barrier marks the start of checkpoint id: plug it into
-// pipeline.Config.Barrier.
-func (m *Metrics) Barrier(id uint64, final bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.begun, m.phase1At, m.decidedAt = m.now(), time.Time{}, time.Time{}
-}
-
-// Hook follows the commit protocol's named points: plug it into
-// committer.WithHook. It always returns nil.
-func (m *Metrics) Hook(point string) error {
-	if rest, ok := strings.CutPrefix(point, "recover:"); ok {
-		if rest == "swept" { // the last step of Recover
-			m.mu.Lock()
-			m.recovered = true
-			m.mu.Unlock()
-		}
-		return nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.begun.IsZero() {
-		return nil
-	}
-	now := m.now()
-	switch point {
-	case "phase1":
-		m.phase1At = now
-		m.phaseDuration.WithLabelValues("phase1").Observe(now.Sub(m.begun).Seconds())
-	case "decided":
-		m.decidedAt = now
-		if !m.phase1At.IsZero() {
-			m.phaseDuration.WithLabelValues("decide").Observe(now.Sub(m.phase1At).Seconds())
-		}
-	case "pruned":
-		if !m.decidedAt.IsZero() {
-			m.phaseDuration.WithLabelValues("phase2").Observe(now.Sub(m.decidedAt).Seconds())
-		}
-		m.ckptDuration.Observe(now.Sub(m.begun).Seconds())
-		m.begun = time.Time{}
-	}
-	return nil
 }
 
 // Ready reports whether the job is ready: recovered, and a checkpoint

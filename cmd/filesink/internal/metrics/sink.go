@@ -31,9 +31,8 @@ func zero() int64 { return 0 }
 
 // WrapSink returns s instrumented: records and bytes it accepts, its open
 // part files, its pending committables and its failed commit attempts.
-// The wrapper keeps s's name and behaviour, including whether it is a
-// committer.AsyncPreparer (which decides whether the pipeline overlaps
-// phase 1 with the next records) and a committer.CheckpointCommitter.
+// The wrapper keeps s's name and behaviour, including whether it
+// overlaps checkpoints with the next records.
 // Call it before the run starts.
 func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
 	st := &sinkStats{bad: zero, committed: zero, rolledBack: zero, acked: zero, dropped: zero}
@@ -50,16 +49,13 @@ func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
 	m.mu.Lock()
 	m.sinks = append(m.sinks, st)
 	m.mu.Unlock()
-	w := &sink{Sink: s, m: m, st: st, open: open}
-	if ap, ok := s.(committer.AsyncPreparer); ok {
-		return &asyncSink{sink: w, ap: ap}
-	}
-	return w
+	return &sink{Sink: s, m: m, st: st, open: open}
 }
 
 // sink instruments a pipeline.Sink. Its methods are called as the
 // pipeline calls the wrapped sink's: one at a time, on the subtask's
-// goroutine, except CommittedCheckpoint (the committing goroutine).
+// goroutine, except the Wait of Prepare and CommittedCheckpoint (the
+// committing goroutine).
 type sink struct {
 	pipeline.Sink
 	m    *Metrics
@@ -69,9 +65,6 @@ type sink struct {
 
 var (
 	_ pipeline.Sink                       = (*sink)(nil)
-	_ committer.CheckpointCommitter       = (*sink)(nil)
-	_ committer.AsyncPreparer             = (*asyncSink)(nil)
-	_ committer.CheckpointCommitter       = (*asyncSink)(nil)
 	_ interface{ Unwrap() pipeline.Sink } = (*sink)(nil)
 )
 
@@ -105,48 +98,37 @@ func (s *sink) Tick(ctx context.Context, now time.Time) error {
 	return err
 }
 
-func (s *sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Snapshot, error) {
-	snap, err := s.Sink.Prepare(ctx, id, final)
-	if err == nil {
-		s.st.pending.Add(int64(len(snap.Committables)))
-	}
+// Prepare counts the committables of the sink's phase 1 as pending once
+// its Wait returns them.
+func (s *sink) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
+	wait, err := s.Sink.Prepare(ctx, id, final)
 	s.sample()
-	return snap, err
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (committer.Snapshot, error) {
+		snap, err := wait(ctx)
+		if err == nil {
+			s.st.pending.Add(int64(len(snap.Committables)))
+		}
+		return snap, err
+	}, nil
 }
 
 func (s *sink) Commit(ctx context.Context, c json.RawMessage) error {
 	err := s.Sink.Commit(ctx, c)
-	s.committed(ctx, err)
+	s.committed(err)
 	return err
 }
 
-// committed counts a commit's outcome: one committable fewer pending, or
-// a failed attempt the coordinator retries.
-func (s *sink) committed(ctx context.Context, err error) {
-	switch {
-	case err == nil:
-		// Recovery commits the restored record's committables before
-		// Restore; those were not counted as pending by this run.
-		if s.st.restored.Load() {
-			s.st.pending.Add(-1)
-		}
-	case !committer.IsPermanent(err) && ctx.Err() == nil:
-		s.m.retries.Add(1)
+// committed counts a published committable: one fewer pending.
+// (Failed attempts are counted from the protocol's events.)
+func (s *sink) committed(err error) {
+	// Recovery commits the restored record's committables before
+	// Restore; those were not counted as pending by this run.
+	if err == nil && s.st.restored.Load() {
+		s.st.pending.Add(-1)
 	}
-}
-
-// CommittedCheckpoint forwards to a sink that is a
-// committer.CheckpointCommitter (nil otherwise, as the pipeline does).
-func (s *sink) CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error {
-	cc, ok := s.Sink.(committer.CheckpointCommitter)
-	if !ok {
-		return nil
-	}
-	err := cc.CommittedCheckpoint(ctx, id, committables)
-	if err != nil && !committer.IsPermanent(err) && ctx.Err() == nil {
-		s.m.retries.Add(1)
-	}
-	return err
 }
 
 // BeginBatch forwards to a wrapped pipeline.Batcher.
@@ -173,31 +155,8 @@ func (s *sink) Restore(ctx context.Context, state json.RawMessage) error {
 	return err
 }
 
-func (s *sink) Sweep(ctx context.Context, retained []*recovery.Checkpoint) error {
-	s.m.sweeping.Add(1)
-	defer s.m.sweeping.Add(-1)
-	err := s.Sink.Sweep(ctx, retained)
+func (s *sink) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
+	swept, err := s.Sink.Sweep(ctx, retained)
 	s.sample()
-	return err
-}
-
-// asyncSink is a sink whose phase 1 overlaps the next records.
-type asyncSink struct {
-	*sink
-	ap committer.AsyncPreparer
-}
-
-func (s *asyncSink) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
-	wait, err := s.ap.PrepareAsync(ctx, id, final)
-	s.sample()
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) (committer.Snapshot, error) {
-		snap, err := wait(ctx)
-		if err == nil {
-			s.st.pending.Add(int64(len(snap.Committables)))
-		}
-		return snap, err
-	}, nil
+	return swept, err
 }
