@@ -201,16 +201,19 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	if err != nil {
 		return err
 	}
-	if !isS3(job.stateURI) {
-		// Lock before opening the store: opening removes temp files that a
-		// running process could be writing. (On S3, each record is written
-		// with a conditional put: a second process cannot decide the same
-		// checkpoint.)
-		unlock, err := lockState(job.stateURI)
-		if err != nil {
-			return err
-		}
-		defer unlock()
+	// The open store holds the state directory's lock: two processes never
+	// run on one checkpoint directory. (On S3, each record is written with
+	// a conditional put: a second process cannot decide the same
+	// checkpoint.)
+	var client *s3api.Client
+	if job.target != nil {
+		client = job.target.client
+	}
+	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, client, true); err != nil {
+		return err
+	}
+	if c, ok := job.cfg.Store.(io.Closer); ok {
+		defer c.Close()
 	}
 	if f.metrics != nil {
 		// Before recovery: /healthz answers and /readyz says "recovering"
@@ -223,7 +226,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		log.Info("serving metrics", "addr", srv.Addr().String(), "paths", "/metrics /healthz /readyz")
 	}
 	if job.mysqlSink {
-		// After the lock: the job id may be kept in the state directory.
+		// After the store: the job id may be kept in it.
 		if err := job.openMySQL(ctx, &f, log); err != nil {
 			return err
 		}
@@ -234,14 +237,6 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 			return err
 		}
 	}
-	var client *s3api.Client
-	if job.target != nil {
-		client = job.target.client
-	}
-	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, client, true); err != nil {
-		return err
-	}
-
 	stopc := make(chan struct{})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

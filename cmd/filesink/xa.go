@@ -12,6 +12,7 @@ import (
 
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/vfs"
 )
 
 const xaSynopsis = `list|commit|rollback --sink 'mysql://USER:PASS@tcp(HOST:PORT)/DB' [flags]
@@ -90,7 +91,7 @@ func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if decided, err = decidedBranches(ctx, *state, &s3f); err != nil {
 			return err
 		}
-		if !isS3(*state) && stateInUse(*state) {
+		if !isS3(*state) && stateInUse(ctx, *state) {
 			fmt.Fprintf(stderr, "filesink: warning: a filesink run holds %s: its branches are in flight; do not resolve them by hand\n", *state)
 		}
 	}
@@ -184,12 +185,12 @@ func stateJob(stateURI string) (string, error) {
 }
 
 // stateInUse reports whether a filesink process holds the state directory.
-func stateInUse(dir string) bool {
-	unlock, err := lockState(dir)
+func stateInUse(ctx context.Context, dir string) bool {
+	s, err := recovery.OpenDir(ctx, vfs.OS{}, dir)
 	if err != nil {
 		return true
 	}
-	unlock()
+	s.Close()
 	return false
 }
 
