@@ -86,14 +86,6 @@ type mysqlFlags struct {
 	batchRows                              int
 }
 
-// mysqlOnlyFlags are the run flags that apply to a MySQL sink only.
-const mysqlOnlyFlags = "mysql-table mysql-mode mysql-key mysql-columns mysql-batch-rows mysql-marker-table job"
-
-// fileOnlyFlags are the run flags that apply to file and S3 sinks only.
-const fileOnlyFlags = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io " +
-	"buffer-budget memory-limit csv-columns csv-header on-bad-record " + bulkOnlyFlags + " " +
-	"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir"
-
 func (f *mysqlFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.table, "mysql-table", "", "MySQL sink: target `TABLE` or DB.TABLE (required with a mysql:// sink)")
 	fs.StringVar(&f.mode, "mysql-mode", "insert", "MySQL sink: insert, upsert (set non-key columns) or increment (add to non-key columns)")
@@ -106,11 +98,7 @@ func (f *mysqlFlags) register(fs *flag.FlagSet) {
 
 // mysqlSinks makes the n subtasks of a MySQL sink on one pool. The caller
 // closes the pool after the sinks.
-func (f *mysqlFlags) sinks(ctx context.Context, db *sql.DB, job string, n int, log *slog.Logger) ([]*mysqlxa.Sink, error) {
-	mode, err := f.validate()
-	if err != nil {
-		return nil, err
-	}
+func (f *mysqlFlags) sinks(ctx context.Context, db *sql.DB, mode mysqlxa.Mode, job string, n int, log *slog.Logger) ([]*mysqlxa.Sink, error) {
 	var out []*mysqlxa.Sink
 	for i := range n {
 		s, err := mysqlxa.New(ctx, db, mysqlxa.Config{
@@ -127,22 +115,6 @@ func (f *mysqlFlags) sinks(ctx context.Context, db *sql.DB, job string, n int, l
 		out = append(out, s)
 	}
 	return out, nil
-}
-
-// validate checks the flags that need no server and returns the mode.
-func (f *mysqlFlags) validate() (mysqlxa.Mode, error) {
-	if f.table == "" {
-		return "", usageError("run: --mysql-table is required with a mysql:// sink")
-	}
-	if f.batchRows < 1 {
-		return "", usageError("run: --mysql-batch-rows must be at least 1")
-	}
-	switch m := mysqlxa.Mode(strings.ToLower(f.mode)); m {
-	case mysqlxa.Insert, mysqlxa.Upsert, mysqlxa.Increment:
-		return m, nil
-	default:
-		return "", usageError("run: --mysql-mode must be insert, upsert or increment, not %q", f.mode)
-	}
 }
 
 func splitList(s string) []string {

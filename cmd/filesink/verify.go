@@ -70,28 +70,13 @@ if there is any.`, stderr)
 		vs = append(vs, mv...)
 		notes = append(notes, "manifests")
 	}
-	stateURI := *state
-	if stateURI == "" {
-		stateURI = t.stateURI
-	}
-	store, err := openStore(ctx, stateURI, &s3f, t.client, false)
-	var ids []uint64
-	if err == nil {
-		ids, err = store.List(ctx)
-	}
-	switch {
-	case err == nil && len(ids) > 0:
-		chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: *prefix}
-		sv, err := recovery.Verify(ctx, store, chk)
-		if err != nil {
-			return err
-		}
-		vs = append(vs, sv...)
-		notes = append(notes, fmt.Sprintf("%d checkpoint record(s) in %s", len(ids), store.Location()))
-	case err != nil && *state != "":
+	sv, note, err := verifyState(ctx, t, *state, *prefix, *noManifests, &s3f)
+	if err != nil {
 		return err
-	case *noManifests:
-		return fmt.Errorf("verify: no checkpoint record in %s and --no-manifests: nothing to check against", stateURI)
+	}
+	vs = append(vs, sv...)
+	if note != "" {
+		notes = append(notes, note)
 	}
 	for _, v := range vs {
 		fmt.Fprintln(stdout, "VIOLATION", v)
@@ -101,6 +86,35 @@ if there is any.`, stderr)
 	}
 	fmt.Fprintf(stdout, "OK: %s is consistent with its %s\n", *sink, strings.Join(notes, " and "))
 	return nil
+}
+
+// verifyState checks the output of t against the retained checkpoint
+// records at state (default: the sink's), if there are any; note says what
+// was checked ("" if nothing).
+func verifyState(ctx context.Context, t *target, state, prefix string, noManifests bool, s3f *s3Flags) ([]recovery.Violation, string, error) {
+	stateURI := state
+	if stateURI == "" {
+		stateURI = t.stateURI
+	}
+	store, err := openStore(ctx, stateURI, s3f, t.client, false)
+	var ids []uint64
+	if err == nil {
+		ids, err = store.List(ctx)
+	}
+	switch {
+	case err == nil && len(ids) > 0:
+		chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: prefix}
+		sv, err := recovery.Verify(ctx, store, chk)
+		if err != nil {
+			return nil, "", err
+		}
+		return sv, fmt.Sprintf("%d checkpoint record(s) in %s", len(ids), store.Location()), nil
+	case err != nil && state != "":
+		return nil, "", err
+	case noManifests:
+		return nil, "", fmt.Errorf("verify: no checkpoint record in %s and --no-manifests: nothing to check against", stateURI)
+	}
+	return nil, "", nil
 }
 
 // countRecords counts the records of a published file by its name: lines
