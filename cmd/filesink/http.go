@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"io"
 	"log/slog"
@@ -55,10 +56,10 @@ func (f *runFlags) buildHTTP(log *slog.Logger, stdin io.Reader, set map[string]b
 	return j, nil
 }
 
-// openHTTP makes the HTTP subtasks; the caller holds the state lock (the
-// job id, which starts every idempotency key, may be kept in DIR/JOB).
-func (j *job) openHTTP(f *runFlags, spec *pipeline.Job, log *slog.Logger) error {
-	id, err := jobID(j.stateURI, f.mysql.job)
+// openHTTP makes the HTTP subtasks; the caller opened the checkpoint store
+// (it keeps the job id, which starts every idempotency key).
+func (j *job) openHTTP(ctx context.Context, f *runFlags, spec *pipeline.Job, log *slog.Logger) error {
+	id, err := jobID(ctx, j.cfg.Store, j.stateURI, f.mysql.job)
 	if err != nil {
 		return err
 	}

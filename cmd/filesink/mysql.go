@@ -8,9 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -18,8 +16,8 @@ import (
 
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source/kafka"
-	"github.com/filesink/filesink/vfs"
 )
 
 // MySQL sinks: mysql://DSN, where DSN is a go-sql-driver DSN such as
@@ -130,111 +128,48 @@ func splitList(s string) []string {
 	return out
 }
 
-// jobFile is the file in a local state directory that keeps a MySQL sink's
-// job id.
-const jobFile = "JOB"
+// jobID returns the job id of a MySQL or HTTP sink (its XA branches, its
+// idempotency keys) kept in the open checkpoint store at stateURI:
+// recovery.KeepJobID with --job as the explicit id and, by default, one
+// derived from the location ("fs-" and 8 hex digits of the SHA-256 of the
+// absolute directory path or the s3:// URI). The store keeps the id on
+// first use (DIR/JOB, PREFIX/JOB), so that it survives a move of the
+// directory; an explicit id that differs from the kept one is a usage
+// error (the branches of the old id would be left behind).
+func jobID(ctx context.Context, store recovery.Store, stateURI, explicit string) (string, error) {
+	js, ok := store.(recovery.JobStore)
+	if !ok {
+		return "", fmt.Errorf("job id: the checkpoint store %s cannot keep one", store.Location())
+	}
+	id, err := recovery.KeepJobID(ctx, js, explicit, func() (string, error) { return deriveStateJob(stateURI) })
+	var je *recovery.JobIDError
+	if errors.As(err, &je) && !je.Meanwhile {
+		return "", usageError("run: --job %q differs from the job id %q kept in %s: the XA branches of a job are named by its id; "+
+			"use --job %s, or a new --state directory for a new job", je.Given, je.Kept, je.Location, je.Kept)
+	}
+	return id, err
+}
 
-// jobID returns the job id of a MySQL sink's XA branches for the state
-// location stateURI: explicit (--job) if set, else the id kept in
-// DIR/JOB, else one derived from the location ("fs-" and 8 hex digits of
-// the SHA-256 of the absolute directory path or the s3:// URI). A local
-// directory keeps the id in DIR/JOB on first use, so that it survives a
-// move of the directory; an explicit id that differs from the kept one is
-// an error (the branches of the old id would be left behind). The caller
-// holds the state lock.
-func jobID(stateURI, explicit string) (string, error) {
+// deriveStateJob is the default job id of the state location stateURI.
+func deriveStateJob(stateURI string) (string, error) {
 	if isS3(stateURI) {
-		if explicit != "" {
-			return explicit, nil
-		}
 		return deriveJob(strings.TrimRight(stateURI, "/")), nil
 	}
 	dir, err := localPath(stateURI, "--state")
 	if err != nil {
 		return "", err
 	}
-	kept, err := readJobFile(dir)
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
-	switch {
-	case kept != "" && explicit != "" && kept != explicit:
-		return "", usageError("run: --job %q differs from the job id %q kept in %s: the XA branches of a job are named by its id; "+
-			"use --job %s, or a new --state directory for a new job", explicit, kept, filepath.Join(dir, jobFile), kept)
-	case kept != "":
-		return kept, nil
-	}
-	id := explicit
-	if id == "" {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return "", err
-		}
-		id = deriveJob(abs)
-	}
-	return id, writeJobFile(dir, id)
+	return deriveJob(abs), nil
 }
 
 // deriveJob is the default job id of a state location.
 func deriveJob(location string) string {
 	sum := sha256.Sum256([]byte(location))
 	return "fs-" + hex.EncodeToString(sum[:4])
-}
-
-// readJobFile returns the job id kept in dir ("" if none).
-func readJobFile(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, jobFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("job id: %w", err)
-	}
-	id := strings.TrimSpace(string(b))
-	if id == "" {
-		return "", fmt.Errorf("job id: %s is empty", filepath.Join(dir, jobFile))
-	}
-	return id, nil
-}
-
-// writeJobFile keeps id in dir/JOB durably: a synced temp file, a
-// no-clobber rename, a directory fsync (vfs, as every other publish). A JOB
-// written meanwhile by another run is never replaced: if it holds another
-// id, that is an error.
-func writeJobFile(dir, id string) error {
-	fsys := vfs.OS{}
-	name := filepath.Join(dir, jobFile)
-	tmp := filepath.Join(dir, "."+jobFile+".tmp")
-	fail := func(err error) error {
-		os.Remove(tmp)
-		return fmt.Errorf("job id: keep it in %s: %w", name, err)
-	}
-	if err := vfs.MkdirAllSync(fsys, dir); err != nil {
-		return fail(err)
-	}
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fail(err)
-	}
-	if err := vfs.WriteFileSync(fsys, tmp, []byte(id+"\n")); err != nil {
-		return fail(err)
-	}
-	if err := fsys.RenameNoReplace(tmp, name); err != nil {
-		if !errors.Is(err, fs.ErrExist) {
-			return fail(err)
-		}
-		os.Remove(tmp)
-		kept, rerr := readJobFile(dir)
-		if rerr != nil {
-			return rerr
-		}
-		if kept != id {
-			return fmt.Errorf("job id: %s was written meanwhile with job id %q, not %q", name, kept, id)
-		}
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fail(err)
-	}
-	return nil
 }
 
 // asPipelineSinks converts the MySQL subtasks for the pipeline.

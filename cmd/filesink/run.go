@@ -279,7 +279,7 @@ func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *s
 		defer job.db.Close() // after the run closed the sinks
 	}
 	if job.httpSink {
-		if err := job.openHTTP(f, spec, log); err != nil {
+		if err := job.openHTTP(ctx, f, spec, log); err != nil {
 			return err
 		}
 	}
@@ -382,7 +382,7 @@ func (f *runFlags) buildMySQL(log *slog.Logger, stdin io.Reader, set map[string]
 // openMySQL connects to the server and makes the MySQL subtasks; the
 // caller holds the open store and closes j.db.
 func (j *job) openMySQL(ctx context.Context, f *runFlags, spec *pipeline.Job, log *slog.Logger) error {
-	id, err := jobID(j.stateURI, f.mysql.job)
+	id, err := jobID(ctx, j.cfg.Store, j.stateURI, f.mysql.job)
 	if err != nil {
 		return err
 	}

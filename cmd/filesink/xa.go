@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -97,7 +96,7 @@ func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	jobID := a.job
 	var decided map[string]bool // xid -> referenced by a retained record
 	if a.state != "" {
-		id, err := stateJob(a.state)
+		id, err := stateJob(ctx, a.state, &a.s3)
 		if err != nil {
 			return err
 		}
@@ -188,27 +187,28 @@ func yesNo(b bool) string {
 }
 
 // stateJob returns the job id of the MySQL sink whose checkpoints are at
-// stateURI, without writing anything (see jobID).
-func stateJob(stateURI string) (string, error) {
-	if isS3(stateURI) {
-		return deriveJob(strings.TrimRight(stateURI, "/")), nil
+// stateURI, without writing anything: the one kept in the store, else the
+// one derived from the location (see jobID).
+func stateJob(ctx context.Context, stateURI string, s3f *s3Flags) (string, error) {
+	if !isS3(stateURI) {
+		dir, err := localPath(stateURI, "--state")
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(dir); err != nil {
+			return "", fmt.Errorf("state directory %s: %w", dir, err)
+		}
 	}
-	dir, err := localPath(stateURI, "--state")
+	store, err := openStore(ctx, stateURI, s3f, nil, false)
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("state directory %s: %w", dir, err)
+	if js, ok := store.(recovery.JobStore); ok {
+		if id, err := js.JobID(ctx); err != nil || id != "" {
+			return id, err
+		}
 	}
-	id, err := readJobFile(dir)
-	if err != nil || id != "" {
-		return id, err
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	return deriveJob(abs), nil
+	return deriveStateJob(stateURI)
 }
 
 // stateInUse reports whether a filesink process holds the state directory.
