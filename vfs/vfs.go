@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // File is an open file.
@@ -162,11 +160,11 @@ func (OS) SyncDir(name string) error {
 // filesystem does not support it, it falls back to link(2) + unlink(2),
 // which also never replaces an existing name. It never calls rename(2).
 func (OS) RenameNoReplace(oldname, newname string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, oldname, unix.AT_FDCWD, newname, unix.RENAME_NOREPLACE)
+	err := renameat2NoReplace(oldname, newname)
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
+	if !renameat2Unsupported(err) {
 		return &os.LinkError{Op: "renameat2", Old: oldname, New: newname, Err: err}
 	}
 	if err := os.Link(oldname, newname); err != nil {
@@ -193,7 +191,5 @@ func StartWriteback(f File, off, n int64) {
 	if err != nil {
 		return
 	}
-	_ = rc.Control(func(fd uintptr) {
-		_ = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
-	})
+	_ = rc.Control(func(fd uintptr) { startWriteback(fd, off, n) })
 }
