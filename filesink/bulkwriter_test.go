@@ -409,7 +409,7 @@ func TestBulkRestoreAfterCrash(t *testing.T) {
 	opts := []filesink.Option{filesink.WithBulkFormat(testjob.FakeBulk{RowGroupBytes: 512}),
 		filesink.WithAssigner(bucketing.Field("key")), filesink.WithBufferBudget(16 << 10)}
 	w := newWriter(t, be, 0, opts...)
-	coord, _ := newCoordinator(t, root, w)
+	coord, store := newCoordinator(t, root, w)
 	const n = 2000
 	for i := range 300 {
 		mustWrite(t, w, bulkRecord(i, fmt.Sprint(i%3), 30))
@@ -424,7 +424,8 @@ func TestBulkRestoreAfterCrash(t *testing.T) {
 	if len(inProgress) == 0 {
 		t.Fatal("no in-progress file on disk: the test needs row groups written before the crash")
 	}
-	w.Close() // crash
+	w.Close()     // crash,
+	store.Close() // which drops the process's lock of the state directory
 
 	w2 := newWriter(t, be, 0, opts...)
 	coord2, _ := newCoordinator(t, root, w2)

@@ -324,6 +324,7 @@ func newCoordinator(t *testing.T, root string, parts ...committer.Participant) (
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() })
 	c, err := committer.New(store, parts, committer.WithRetry(1, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -919,7 +920,7 @@ func TestDeadLetter(t *testing.T) {
 	opts := []filesink.Option{filesink.WithDeadLetter(dl), filesink.WithAssigner(bucketing.Field("key"))}
 
 	w := newWriter(t, be, 0, opts...)
-	coord, _ := newCoordinator(t, root, w)
+	coord, store := newCoordinator(t, root, w)
 	recs := []struct {
 		rec string
 		bad bool
@@ -947,11 +948,12 @@ func TestDeadLetter(t *testing.T) {
 	if len(published(t, dlRoot)) != 0 {
 		t.Errorf("dead letters visible before their checkpoint committed")
 	}
-	write(w, 2) // after the decided checkpoint: lost in the crash below, replayed
-	w.Close()   // crash
+	write(w, 2)   // after the decided checkpoint: lost in the crash below, replayed
+	w.Close()     // crash,
+	store.Close() // which drops the process's lock of the state directory
 
 	w2 := newWriter(t, be, 0, opts...)
-	coord2, _ := newCoordinator(t, root, w2)
+	coord2, store2 := newCoordinator(t, root, w2)
 	for i := 2; i < len(recs); i++ {
 		write(w2, i)
 	}
@@ -968,6 +970,7 @@ func TestDeadLetter(t *testing.T) {
 		t.Errorf("dead letters %v, want %v", got, want)
 	}
 	// Running again publishes nothing new.
+	store2.Close()
 	w3 := newWriter(t, be, 0, opts...)
 	coord3, _ := newCoordinator(t, root, w3)
 	if _, err := coord3.Checkpoint(ctx, nil, true); err != nil {

@@ -31,5 +31,9 @@
 // # Concurrency
 //
 // A Store is used by one coordinator at a time; its methods are safe for
-// concurrent use but two processes must not share a state directory.
+// concurrent use. Two processes must not share a state directory:
+// [OpenDir] locks it (DIR/LOCK, flock on Unix, LockFileEx on Windows) until
+// [DirStore.Close], and fails with [ErrLocked] while another open store
+// holds it. A reader that inspects a running job's records opens the
+// directory with [ReadOnly], which takes no lock.
 package recovery

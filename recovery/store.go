@@ -89,11 +89,31 @@ func PruneIDs(ctx context.Context, s Store, ids []uint64, keep int) (int, error)
 }
 
 // DirStore keeps records as files "ckpt-<20-digit id>" in one directory of a
-// vfs.FS. Safe for concurrent use.
+// vfs.FS. An open DirStore on the real file system (vfs.OS) holds the
+// directory's lock (LockFile) until Close. Safe for concurrent use.
 type DirStore struct {
-	fs  vfs.FS
-	dir string
+	fs       vfs.FS
+	dir      string
+	readOnly bool
+	lock     *dirLock
 }
+
+// OpenOption configures OpenDir.
+type OpenOption func(*openOptions)
+
+type openOptions struct {
+	readOnly bool
+}
+
+// ReadOnly opens a checkpoint directory for reading only, as a process
+// that inspects the records of a job that may be running does: it takes no
+// lock, creates nothing, removes no temp file, and Put, Delete and SetJobID
+// fail with ErrReadOnly. The directory must exist.
+func ReadOnly() OpenOption { return func(o *openOptions) { o.readOnly = true } }
+
+// ErrReadOnly is matched by the error of a write to a DirStore opened with
+// ReadOnly.
+var ErrReadOnly = errors.New("checkpoint store opened read-only")
 
 var _ Store = (*DirStore)(nil)
 
@@ -102,27 +122,77 @@ const (
 	tempPrefix   = ".ckpt-"
 )
 
-// OpenDir opens (creating durably if needed) a checkpoint directory and
-// removes temp files of interrupted Puts, which are never records.
-func OpenDir(ctx context.Context, fsys vfs.FS, dir string) (*DirStore, error) {
+// OpenDir opens (creating durably if needed) a checkpoint directory, locks
+// it and removes temp files of interrupted Puts, which are never records.
+//
+// On the real file system (vfs.OS) the store holds an exclusive lock on
+// DIR/LOCK until Close (flock on Unix, LockFileEx on Windows; the kernel
+// drops it when the process dies, so a killed run never blocks the next):
+// while it is held, a second OpenDir of the directory, in this process or
+// another, fails with a *LockedError matching ErrLocked that names the
+// directory and the holder's pid. A nil error guarantees that the caller
+// alone writes the directory until Close. Other file systems take no lock.
+// With ReadOnly, see there.
+func OpenDir(ctx context.Context, fsys vfs.FS, dir string, opts ...OpenOption) (*DirStore, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.readOnly {
+		if _, err := fsys.Stat(dir); err != nil {
+			return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+		}
+		return &DirStore{fs: fsys, dir: dir, readOnly: true}, nil
 	}
 	if err := vfs.MkdirAllSync(fsys, dir); err != nil {
 		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
 	}
-	ents, err := fsys.ReadDir(dir)
+	// Lock before removing temp files: they may be a running Put's.
+	lock, err := lockDir(fsys, dir)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+		return nil, err
+	}
+	s := &DirStore{fs: fsys, dir: dir, lock: lock}
+	if err := s.removeTemps(); err != nil {
+		_ = lock.release()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *DirStore) removeTemps() error {
+	ents, err := s.fs.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint store %s: %w", s.dir, err)
 	}
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), tempPrefix) {
-			if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("checkpoint store %s: remove temp file: %w", dir, err)
+			if err := s.fs.Remove(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("checkpoint store %s: remove temp file: %w", s.dir, err)
 			}
 		}
 	}
-	return &DirStore{fs: fsys, dir: dir}, nil
+	return nil
+}
+
+// Close releases the directory's lock; the store must not be used after.
+// Closing twice is not an error. Not safe for concurrent use with the
+// other methods.
+func (s *DirStore) Close() error {
+	if err := s.lock.release(); err != nil {
+		return fmt.Errorf("checkpoint store %s: unlock: %w", s.dir, err)
+	}
+	return nil
+}
+
+func (s *DirStore) writable() error {
+	if s.readOnly {
+		return fmt.Errorf("checkpoint store %s: %w", s.dir, ErrReadOnly)
+	}
+	return nil
 }
 
 // Location implements Store.
@@ -135,6 +205,9 @@ func (s *DirStore) name(id uint64) string {
 // Put implements Store: temp file, fsync, no-replace rename, directory fsync.
 func (s *DirStore) Put(ctx context.Context, c *Checkpoint) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.writable(); err != nil {
 		return err
 	}
 	b, err := Encode(c)
@@ -208,6 +281,9 @@ func (s *DirStore) Get(ctx context.Context, id uint64) (*Checkpoint, error) {
 // because it is older than the newest.
 func (s *DirStore) Delete(ctx context.Context, id uint64) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.writable(); err != nil {
 		return err
 	}
 	if err := s.fs.Remove(s.name(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {

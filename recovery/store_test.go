@@ -111,3 +111,42 @@ func TestRecordNameMustMatchID(t *testing.T) {
 		t.Fatalf("record 9 under the name of 10: %v", err)
 	}
 }
+
+func TestOpenDirLocks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := OpenDir(ctx, vfs.OS{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenDir(ctx, vfs.OS{}, dir)
+	var le *LockedError
+	if !errors.Is(err, ErrLocked) || !errors.As(err, &le) || le.Dir != dir || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second OpenDir of a held directory = %v; want a LockedError naming %s", err, dir)
+	}
+	if le.PID != os.Getpid() {
+		t.Errorf("holder pid = %d; want %d", le.PID, os.Getpid())
+	}
+	// A read-only store takes no lock and cannot write.
+	ro, err := OpenDir(ctx, vfs.OS{}, dir, ReadOnly())
+	if err != nil {
+		t.Fatalf("read-only OpenDir of a held directory: %v", err)
+	}
+	if err := ro.Put(ctx, sample()); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Put on a read-only store = %v; want ErrReadOnly", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	s2, err := OpenDir(ctx, vfs.OS{}, dir)
+	if err != nil {
+		t.Fatalf("OpenDir after Close: %v", err)
+	}
+	s2.Close()
+	if _, err := OpenDir(ctx, vfs.OS{}, filepath.Join(dir, "missing"), ReadOnly()); err == nil {
+		t.Error("read-only OpenDir of a missing directory succeeded")
+	}
+}

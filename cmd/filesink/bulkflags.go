@@ -9,6 +9,7 @@ import (
 
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/filesink/bulk"
+	"github.com/filesink/filesink/pipeline"
 )
 
 // bulkFlags are the settings of the bulk formats (--format parquet|arrow).
@@ -16,9 +17,6 @@ type bulkFlags struct {
 	schema, parquetCompression, arrowCompression, rowGroupSize, dictionary, pageSize string
 	stats                                                                            bool
 }
-
-// bulkOnlyFlags apply to --format parquet or arrow only.
-const bulkOnlyFlags = "schema row-group-size parquet-compression parquet-dictionary parquet-page-size parquet-stats arrow-compression"
 
 func (f *bulkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.schema, "schema", "", "parquet, arrow: the records' schema, a JSON `FILE` {\"fields\": [{\"name\", \"type\", \"nullable\"}...]} (required for them)")
@@ -32,33 +30,12 @@ func (f *bulkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.arrowCompression, "arrow-compression", string(bulk.Uncompressed), "arrow: record batch compression: none, lz4 or zstd")
 }
 
-// isBulkFormat reports whether name is a bulk format of the CLI.
-func isBulkFormat(name string) bool { return name == "parquet" || name == "arrow" }
-
-// format checks the bulk flags against the --format name and returns the
+// format reads the schema and checks the values of the bulk flags for the
+// --format name (Job.Validate checked which of them apply); it returns the
 // bulk format (nil for a row format).
-func (f *bulkFlags) format(name string, set map[string]bool) (filesink.BulkFormat, error) {
-	if !isBulkFormat(name) {
-		for _, fl := range strings.Fields(bulkOnlyFlags) {
-			if set[fl] {
-				return nil, usageError("run: --%s applies to --format parquet or arrow only", fl)
-			}
-		}
+func (f *bulkFlags) format(name string) (filesink.BulkFormat, error) {
+	if !pipeline.IsBulkFormat(name) {
 		return nil, nil
-	}
-	if set["compression"] {
-		return nil, usageError("run: --compression applies to row formats; --format %s compresses its own pages: use --%s-compression", name, name)
-	}
-	for _, fl := range []string{"csv-columns", "csv-header"} {
-		if set[fl] {
-			return nil, usageError("run: --%s applies to --format csv only", fl)
-		}
-	}
-	other := map[string][]string{"parquet": {"arrow-compression"}, "arrow": {"parquet-compression", "parquet-dictionary", "parquet-page-size", "parquet-stats"}}
-	for _, fl := range other[name] {
-		if set[fl] {
-			return nil, usageError("run: --%s does not apply to --format %s", fl, name)
-		}
 	}
 	if f.schema == "" {
 		return nil, usageError("run: --format %s needs --schema FILE (a JSON document {\"fields\": [{\"name\": \"id\", \"type\": \"int64\"}, ...]})", name)
@@ -122,34 +99,4 @@ func orPositive(err error) error {
 		return err
 	}
 	return fmt.Errorf("must be positive")
-}
-
-// bulkHeapFactor is the Go heap of the bulk encoders (pqarrow) per byte
-// they report as Buffered, as measured with 1,000 open Parquet buckets:
-// page buffers, column statistics and released builder memory the GC has
-// not reclaimed yet make the live heap about 4-5 times the budget.
-const bulkHeapFactor = 6
-
-// memoryLimit sets the Go runtime's soft memory limit (GC target) from
-// --memory-limit: "auto" is bulkHeapFactor times the buffer budget with a
-// bulk format and no limit for row formats; "none" sets none. The
-// GOMEMLIMIT environment variable, when set, wins.
-func memoryLimit(spec string, budget int64, bulkFormat bool) (int64, error) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return 0, nil
-	}
-	switch spec {
-	case "none":
-		return 0, nil
-	case "auto", "":
-		if !bulkFormat {
-			return 0, nil
-		}
-		return max(budget*bulkHeapFactor, 256<<20), nil
-	}
-	n, err := filesink.ParseSize(spec)
-	if err != nil || n == 0 {
-		return 0, usageError("run: --memory-limit: want auto, none or a size (%v)", orPositive(err))
-	}
-	return n, nil
 }

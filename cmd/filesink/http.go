@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"io"
 	"log/slog"
@@ -28,9 +29,6 @@ type httpFlags struct {
 	linger, timeout                       time.Duration
 }
 
-// httpOnlyFlags are the run flags that apply to an HTTP sink only.
-const httpOnlyFlags = "http-workers http-queue http-batch-records http-batch-bytes http-linger http-timeout http-retries"
-
 func (f *httpFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.workers, "http-workers", runtime.NumCPU(), "HTTP sink: concurrent requests per subtask")
 	fs.IntVar(&f.queue, "http-queue", 0, "HTTP sink: closed batches queued per subtask before the source waits (default 2 x --http-workers)")
@@ -41,85 +39,10 @@ func (f *httpFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.retries, "http-retries", httpsink.DefaultAttempts, "HTTP sink: attempts per batch on 5xx, 408, 429, timeouts and connection errors, with exponential backoff and jitter (at-most-once: 1)")
 }
 
-// refuseHTTPFlags fails if an --http-* flag is set for another sink.
-func refuseHTTPFlags(set map[string]bool) error {
-	for _, name := range strings.Fields(httpOnlyFlags) {
-		if set[name] {
-			return usageError("run: --%s applies to an http(s):// sink only", name)
-		}
-	}
-	return nil
-}
-
-// guaranteeOf checks --guarantee against the sink: file and S3 sinks are
-// exactly-once (default) or at-least-once (parts published as they roll),
-// MySQL sinks exactly-once only, an HTTP sink at-least-once (default) or
-// at-most-once. Asking for what a sink cannot give is a usage error.
-func guaranteeOf(sink, g string) (async.Guarantee, error) {
-	http := isHTTP(sink)
-	kind := "a file or S3 sink"
-	if isMySQL(sink) {
-		kind = "a mysql:// sink"
-	}
-	switch g {
-	case "":
-		return async.AtLeastOnce, nil
-	case "exactly-once":
-		if http {
-			return 0, usageError("run: --guarantee exactly-once: an HTTP endpoint has no transaction to prepare, so an http(s):// sink gives at-least-once " +
-				"(each batch carries a deterministic Idempotency-Key: a receiver that applies each key once sees every record once) or at-most-once")
-		}
-		return 0, nil
-	case "at-least-once", "at-most-once":
-		if g == "at-least-once" && !http && !isMySQL(sink) {
-			return async.AtLeastOnce, nil // files published as they roll (filesink.WithPublishOnRoll)
-		}
-		if !http {
-			return 0, usageError("run: --guarantee %s: %s supports exactly-once (two-phase commit)%s; at-most-once is for http(s):// sinks", g, kind,
-				map[bool]string{true: " only", false: " and at-least-once (files published as they roll)"}[isMySQL(sink)])
-		}
-		if g == "at-most-once" {
-			return async.AtMostOnce, nil
-		}
-		return async.AtLeastOnce, nil
-	default:
-		return 0, usageError("run: --guarantee must be exactly-once, at-least-once or at-most-once, not %q", g)
-	}
-}
-
 // buildHTTP checks the flags of a job with an HTTP sink; openHTTP then
 // makes the subtasks.
 func (f *runFlags) buildHTTP(log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
-	for _, name := range strings.Fields(fileOnlyFlags + " " + mysqlOnlyFlags) {
-		if set[name] && name != "job" {
-			return nil, usageError("run: --%s does not apply to an http(s):// sink", name)
-		}
-	}
-	if f.state == "" {
-		return nil, usageError("run: an http(s):// sink needs --state DIR (or s3://BUCKET/PREFIX): its checkpoint records have no default location")
-	}
-	g, err := guaranteeOf(f.sink, f.guarantee)
-	if err != nil {
-		return nil, err
-	}
-	if f.parallelism < 1 {
-		return nil, usageError("run: --parallelism must be at least 1")
-	}
 	h := &f.http
-	switch {
-	case h.workers < 1:
-		return nil, usageError("run: --http-workers must be at least 1")
-	case h.queue < 0:
-		return nil, usageError("run: --http-queue must not be negative")
-	case h.batchRecords < 1:
-		return nil, usageError("run: --http-batch-records must be at least 1")
-	case h.linger < 0 || h.timeout <= 0:
-		return nil, usageError("run: --http-linger must not be negative and --http-timeout must be positive")
-	case h.retries < 1:
-		return nil, usageError("run: --http-retries must be at least 1")
-	case g == async.AtMostOnce && set["http-retries"] && h.retries != 1:
-		return nil, usageError("run: --guarantee at-most-once sends each batch once: --http-retries must be 1 (a retry after a lost reply would deliver twice)")
-	}
 	if _, err := filesink.ParseSize(h.batchBytes); err != nil {
 		return nil, usageError("run: --http-batch-bytes: %v", err)
 	}
@@ -133,14 +56,14 @@ func (f *runFlags) buildHTTP(log *slog.Logger, stdin io.Reader, set map[string]b
 	return j, nil
 }
 
-// openHTTP makes the HTTP subtasks; the caller holds the state lock (the
-// job id, which starts every idempotency key, may be kept in DIR/JOB).
-func (j *job) openHTTP(f *runFlags, log *slog.Logger) error {
-	id, err := jobID(j.stateURI, f.mysql.job)
+// openHTTP makes the HTTP subtasks; the caller opened the checkpoint store
+// (it keeps the job id, which starts every idempotency key).
+func (j *job) openHTTP(ctx context.Context, f *runFlags, spec *pipeline.Job, log *slog.Logger) error {
+	id, err := jobID(ctx, j.cfg.Store, j.stateURI, f.mysql.job)
 	if err != nil {
 		return err
 	}
-	g, _ := guaranteeOf(f.sink, f.guarantee)
+	g, _ := spec.DeliveryGuarantee()
 	h := &f.http
 	attempts := h.retries
 	if g == async.AtMostOnce {

@@ -8,9 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -18,8 +16,8 @@ import (
 
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source/kafka"
-	"github.com/filesink/filesink/vfs"
 )
 
 // MySQL sinks: mysql://DSN, where DSN is a go-sql-driver DSN such as
@@ -86,14 +84,6 @@ type mysqlFlags struct {
 	batchRows                              int
 }
 
-// mysqlOnlyFlags are the run flags that apply to a MySQL sink only.
-const mysqlOnlyFlags = "mysql-table mysql-mode mysql-key mysql-columns mysql-batch-rows mysql-marker-table job"
-
-// fileOnlyFlags are the run flags that apply to file and S3 sinks only.
-const fileOnlyFlags = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io " +
-	"buffer-budget memory-limit csv-columns csv-header on-bad-record " + bulkOnlyFlags + " " +
-	"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir"
-
 func (f *mysqlFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.table, "mysql-table", "", "MySQL sink: target `TABLE` or DB.TABLE (required with a mysql:// sink)")
 	fs.StringVar(&f.mode, "mysql-mode", "insert", "MySQL sink: insert, upsert (set non-key columns) or increment (add to non-key columns)")
@@ -106,11 +96,7 @@ func (f *mysqlFlags) register(fs *flag.FlagSet) {
 
 // mysqlSinks makes the n subtasks of a MySQL sink on one pool. The caller
 // closes the pool after the sinks.
-func (f *mysqlFlags) sinks(ctx context.Context, db *sql.DB, job string, n int, log *slog.Logger) ([]*mysqlxa.Sink, error) {
-	mode, err := f.validate()
-	if err != nil {
-		return nil, err
-	}
+func (f *mysqlFlags) sinks(ctx context.Context, db *sql.DB, mode mysqlxa.Mode, job string, n int, log *slog.Logger) ([]*mysqlxa.Sink, error) {
 	var out []*mysqlxa.Sink
 	for i := range n {
 		s, err := mysqlxa.New(ctx, db, mysqlxa.Config{
@@ -129,22 +115,6 @@ func (f *mysqlFlags) sinks(ctx context.Context, db *sql.DB, job string, n int, l
 	return out, nil
 }
 
-// validate checks the flags that need no server and returns the mode.
-func (f *mysqlFlags) validate() (mysqlxa.Mode, error) {
-	if f.table == "" {
-		return "", usageError("run: --mysql-table is required with a mysql:// sink")
-	}
-	if f.batchRows < 1 {
-		return "", usageError("run: --mysql-batch-rows must be at least 1")
-	}
-	switch m := mysqlxa.Mode(strings.ToLower(f.mode)); m {
-	case mysqlxa.Insert, mysqlxa.Upsert, mysqlxa.Increment:
-		return m, nil
-	default:
-		return "", usageError("run: --mysql-mode must be insert, upsert or increment, not %q", f.mode)
-	}
-}
-
 func splitList(s string) []string {
 	if s == "" {
 		return nil
@@ -158,111 +128,48 @@ func splitList(s string) []string {
 	return out
 }
 
-// jobFile is the file in a local state directory that keeps a MySQL sink's
-// job id.
-const jobFile = "JOB"
+// jobID returns the job id of a MySQL or HTTP sink (its XA branches, its
+// idempotency keys) kept in the open checkpoint store at stateURI:
+// recovery.KeepJobID with --job as the explicit id and, by default, one
+// derived from the location ("fs-" and 8 hex digits of the SHA-256 of the
+// absolute directory path or the s3:// URI). The store keeps the id on
+// first use (DIR/JOB, PREFIX/JOB), so that it survives a move of the
+// directory; an explicit id that differs from the kept one is a usage
+// error (the branches of the old id would be left behind).
+func jobID(ctx context.Context, store recovery.Store, stateURI, explicit string) (string, error) {
+	js, ok := store.(recovery.JobStore)
+	if !ok {
+		return "", fmt.Errorf("job id: the checkpoint store %s cannot keep one", store.Location())
+	}
+	id, err := recovery.KeepJobID(ctx, js, explicit, func() (string, error) { return deriveStateJob(stateURI) })
+	var je *recovery.JobIDError
+	if errors.As(err, &je) && !je.Meanwhile {
+		return "", usageError("run: --job %q differs from the job id %q kept in %s: the XA branches of a job are named by its id; "+
+			"use --job %s, or a new --state directory for a new job", je.Given, je.Kept, je.Location, je.Kept)
+	}
+	return id, err
+}
 
-// jobID returns the job id of a MySQL sink's XA branches for the state
-// location stateURI: explicit (--job) if set, else the id kept in
-// DIR/JOB, else one derived from the location ("fs-" and 8 hex digits of
-// the SHA-256 of the absolute directory path or the s3:// URI). A local
-// directory keeps the id in DIR/JOB on first use, so that it survives a
-// move of the directory; an explicit id that differs from the kept one is
-// an error (the branches of the old id would be left behind). The caller
-// holds the state lock.
-func jobID(stateURI, explicit string) (string, error) {
+// deriveStateJob is the default job id of the state location stateURI.
+func deriveStateJob(stateURI string) (string, error) {
 	if isS3(stateURI) {
-		if explicit != "" {
-			return explicit, nil
-		}
 		return deriveJob(strings.TrimRight(stateURI, "/")), nil
 	}
 	dir, err := localPath(stateURI, "--state")
 	if err != nil {
 		return "", err
 	}
-	kept, err := readJobFile(dir)
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
-	switch {
-	case kept != "" && explicit != "" && kept != explicit:
-		return "", usageError("run: --job %q differs from the job id %q kept in %s: the XA branches of a job are named by its id; "+
-			"use --job %s, or a new --state directory for a new job", explicit, kept, filepath.Join(dir, jobFile), kept)
-	case kept != "":
-		return kept, nil
-	}
-	id := explicit
-	if id == "" {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return "", err
-		}
-		id = deriveJob(abs)
-	}
-	return id, writeJobFile(dir, id)
+	return deriveJob(abs), nil
 }
 
 // deriveJob is the default job id of a state location.
 func deriveJob(location string) string {
 	sum := sha256.Sum256([]byte(location))
 	return "fs-" + hex.EncodeToString(sum[:4])
-}
-
-// readJobFile returns the job id kept in dir ("" if none).
-func readJobFile(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, jobFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("job id: %w", err)
-	}
-	id := strings.TrimSpace(string(b))
-	if id == "" {
-		return "", fmt.Errorf("job id: %s is empty", filepath.Join(dir, jobFile))
-	}
-	return id, nil
-}
-
-// writeJobFile keeps id in dir/JOB durably: a synced temp file, a
-// no-clobber rename, a directory fsync (vfs, as every other publish). A JOB
-// written meanwhile by another run is never replaced: if it holds another
-// id, that is an error.
-func writeJobFile(dir, id string) error {
-	fsys := vfs.OS{}
-	name := filepath.Join(dir, jobFile)
-	tmp := filepath.Join(dir, "."+jobFile+".tmp")
-	fail := func(err error) error {
-		os.Remove(tmp)
-		return fmt.Errorf("job id: keep it in %s: %w", name, err)
-	}
-	if err := vfs.MkdirAllSync(fsys, dir); err != nil {
-		return fail(err)
-	}
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fail(err)
-	}
-	if err := vfs.WriteFileSync(fsys, tmp, []byte(id+"\n")); err != nil {
-		return fail(err)
-	}
-	if err := fsys.RenameNoReplace(tmp, name); err != nil {
-		if !errors.Is(err, fs.ErrExist) {
-			return fail(err)
-		}
-		os.Remove(tmp)
-		kept, rerr := readJobFile(dir)
-		if rerr != nil {
-			return rerr
-		}
-		if kept != id {
-			return fmt.Errorf("job id: %s was written meanwhile with job id %q, not %q", name, kept, id)
-		}
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fail(err)
-	}
-	return nil
 }
 
 // asPipelineSinks converts the MySQL subtasks for the pipeline.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -123,9 +123,8 @@ type runFlags struct {
 	metrics *metrics.Metrics // nil without --metrics-addr
 }
 
-func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal) error {
-	var f runFlags
-	fs := newFlagSet("run", runSynopsis+"\n\n"+configHelp, stderr)
+// register defines the run flags on fs.
+func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.source, "source", "", "source `URI` (required): file://DIR, DIR, gen://?count=N, kafka://HOST:PORT/TOPIC, -")
 	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT, OUT, s3://BUCKET/PREFIX, mysql://USER:PASS@tcp(HOST:PORT)/DB or http(s)://HOST:PORT/PATH")
 	fs.StringVar(&f.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink, s3://BUCKET/PREFIX/_filesink; required with a mysql:// sink)")
@@ -164,19 +163,57 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	fs.StringVar(&f.config, "config", "", "read settings from the YAML `FILE` (keys: flag names; see Settings above); default: FILESINK_CONFIG")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://`HOST:PORT`/metrics, and /healthz and /readyz "+
 		"(ready: recovered, and a checkpoint completed within 3 x --checkpoint-interval); default: off")
+}
+
+// parseRunFlags reads the run flags from args, the environment and the
+// config file, and returns them with the set of flags given (from any of
+// the three).
+func parseRunFlags(args []string, stderr io.Writer) (*runFlags, map[string]bool, error) {
+	f := &runFlags{}
+	fs := newFlagSet("run", runSynopsis+"\n\n"+configHelp, stderr)
+	f.register(fs)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, nil, err
 	}
 	cmdline := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { cmdline[fl.Name] = true })
 	if err := applySettings(fs, cmdline, f.config); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if f.source == "" || f.sink == "" {
-		return usageError("run: --source and --sink are required (see filesink run --help)")
+		return nil, nil, usageError("run: --source and --sink are required (see filesink run --help)")
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	return f, set, nil
+}
+
+// spec is the job the flags describe, for pipeline.Job's rules.
+func (f *runFlags) spec(set map[string]bool) *pipeline.Job {
+	budget, _ := filesink.ParseSize(f.budget) // an invalid one is reported by build
+	return &pipeline.Job{
+		Source: f.source, Sink: f.sink, State: f.state, Guarantee: f.guarantee, Format: f.format,
+		Parallelism: f.parallelism, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
+		MySQL: pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
+		HTTP: pipeline.HTTPSpec{Workers: f.http.workers, Queue: f.http.queue, BatchRecords: f.http.batchRecords,
+			Linger: f.http.linger, Timeout: f.http.timeout, Retries: f.http.retries},
+	}
+}
+
+// specError turns a pipeline.Job rule's error into the CLI's usage error.
+func specError(err error) error {
+	var se *pipeline.SpecError
+	if errors.As(err, &se) {
+		return usageError("run: %s", se.Msg)
+	}
+	return err
+}
+
+func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal) error {
+	f, set, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return err
+	}
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {
 		return err
@@ -188,29 +225,41 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		}
 		f.metrics = metrics.New(metrics.Options{CheckpointInterval: interval})
 	}
+	spec := f.spec(set)
+	if err := spec.Validate(); err != nil {
+		return specError(err)
+	}
 	var job *job
-	if isHTTP(f.sink) {
+	switch spec.Kind() {
+	case pipeline.HTTPSink:
 		job, err = f.buildHTTP(log, stdin, set)
-	} else if _, err = guaranteeOf(f.sink, f.guarantee); err != nil {
-		return err
-	} else if isMySQL(f.sink) {
+	case pipeline.MySQLSink:
 		job, err = f.buildMySQL(log, stdin, set)
-	} else {
+	default:
 		job, err = f.build(ctx, log, stdin, set)
 	}
 	if err != nil {
 		return err
 	}
-	if !isS3(job.stateURI) {
-		// Lock before opening the store: opening removes temp files that a
-		// running process could be writing. (On S3, each record is written
-		// with a conditional put: a second process cannot decide the same
-		// checkpoint.)
-		unlock, err := lockState(job.stateURI)
-		if err != nil {
-			return err
-		}
-		defer unlock()
+	return f.run(ctx, job, spec, log, stderr, sig)
+}
+
+// run opens the job's store and sinks, runs it, and logs its totals.
+func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *slog.Logger, stderr io.Writer, sig <-chan os.Signal) error {
+	// The open store holds the state directory's lock: two processes never
+	// run on one checkpoint directory. (On S3, each record is written with
+	// a conditional put: a second process cannot decide the same
+	// checkpoint.)
+	var client *s3api.Client
+	if job.target != nil {
+		client = job.target.client
+	}
+	var err error
+	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, client, true); err != nil {
+		return err
+	}
+	if c, ok := job.cfg.Store.(io.Closer); ok {
+		defer c.Close()
 	}
 	if f.metrics != nil {
 		// Before recovery: /healthz answers and /readyz says "recovering"
@@ -223,28 +272,41 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		log.Info("serving metrics", "addr", srv.Addr().String(), "paths", "/metrics /healthz /readyz")
 	}
 	if job.mysqlSink {
-		// After the lock: the job id may be kept in the state directory.
-		if err := job.openMySQL(ctx, &f, log); err != nil {
+		// After the store: the job id may be kept in it.
+		if err := job.openMySQL(ctx, f, spec, log); err != nil {
 			return err
 		}
-		defer job.db.Close() // after pipeline.Run closed the sinks
+		defer job.db.Close() // after the run closed the sinks
 	}
 	if job.httpSink {
-		if err := job.openHTTP(&f, log); err != nil {
+		if err := job.openHTTP(ctx, f, spec, log); err != nil {
 			return err
 		}
 	}
-	var client *s3api.Client
-	if job.target != nil {
-		client = job.target.client
-	}
-	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, client, true); err != nil {
-		return err
-	}
-
-	stopc := make(chan struct{})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	job.cfg.Stop = stopOnSignal(ctx, cancel, sig, log)
+	prog := newProgress(stderr, f.progress, f.source)
+	job.cfg.Progress = prog.update
+	if m := f.metrics; m != nil {
+		for i, s := range job.cfg.Sinks {
+			job.cfg.Sinks[i] = m.WrapSink(s)
+		}
+		job.cfg.Events = pipeline.TeeEventListener(job.cfg.Events, m.Events())
+	}
+	res, err := spec.Run(ctx, job.cfg)
+	prog.finish()
+	if err != nil {
+		return specError(err)
+	}
+	job.done(log, res)
+	return nil
+}
+
+// stopOnSignal returns a channel closed at the first signal (a graceful
+// stop: a final checkpoint); the second signal cancels the run.
+func stopOnSignal(ctx context.Context, cancel context.CancelFunc, sig <-chan os.Signal, log *slog.Logger) <-chan struct{} {
+	stopc := make(chan struct{})
 	go func() {
 		select {
 		case <-sig:
@@ -259,48 +321,33 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 		case <-ctx.Done():
 		}
 	}()
-	job.cfg.Stop = stopc
-	if job.memLimit > 0 {
-		log.Debug("Go memory limit", "bytes", job.memLimit)
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(job.memLimit))
-	}
-	prog := newProgress(stderr, f.progress, f.source)
-	job.cfg.Progress = prog.update
-	if m := f.metrics; m != nil {
-		for i, s := range job.cfg.Sinks {
-			job.cfg.Sinks[i] = m.WrapSink(s)
-		}
-		job.cfg.Events = pipeline.TeeEventListener(job.cfg.Events, m.Events())
-	}
-	res, err := pipeline.Run(ctx, job.cfg)
-	prog.finish()
-	if err != nil {
-		return err
-	}
-	if job.httpSink {
-		job.httpDone(log, res)
-		return nil
-	}
-	if job.mysqlSink {
+	return stopc
+}
+
+// done logs the totals of a finished job.
+func (j *job) done(log *slog.Logger, res pipeline.Result) {
+	switch {
+	case j.httpSink:
+		j.httpDone(log, res)
+	case j.mysqlSink:
 		var recs, rows, branches int64
-		for _, s := range job.mysql {
+		for _, s := range j.mysql {
 			recs += s.Stats().Records.Load()
 			rows += s.Stats().Rows.Load()
 			branches += s.Stats().Committed.Load()
 		}
 		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
 			"rows_sent", rows, "branches_committed", branches, "end_of_input", res.EndOfInput)
-		return nil
+	default:
+		var recs, bad, files int64
+		for _, w := range j.writers {
+			recs += w.Stats().Records.Load()
+			bad += w.Stats().BadRecords.Load()
+			files += w.Stats().Committed.Load()
+		}
+		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
+			"bad_records", bad, "files_published", files, "end_of_input", res.EndOfInput)
 	}
-	var recs, bad, files int64
-	for _, w := range job.writers {
-		recs += w.Stats().Records.Load()
-		bad += w.Stats().BadRecords.Load()
-		files += w.Stats().Committed.Load()
-	}
-	log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
-		"bad_records", bad, "files_published", files, "end_of_input", res.EndOfInput)
-	return nil
 }
 
 type job struct {
@@ -308,7 +355,6 @@ type job struct {
 	writers  []*filesink.Writer
 	target   *target // nil for a MySQL sink
 	stateURI string
-	memLimit int64 // Go soft memory limit to set (0: leave it)
 
 	mysqlSink bool
 	mysql     []*mysqlxa.Sink
@@ -318,31 +364,9 @@ type job struct {
 	http     []*async.Sink
 }
 
-// buildMySQL checks the flags of a job with a MySQL sink; openMySQL then
-// connects and makes the subtasks.
+// buildMySQL makes the job of a MySQL sink (pipeline.Job checked its
+// flags); openMySQL then connects and makes the subtasks.
 func (f *runFlags) buildMySQL(log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
-	for _, name := range strings.Fields(fileOnlyFlags) {
-		if set[name] {
-			return nil, usageError("run: --%s applies to file and S3 sinks, not to a mysql:// sink", name)
-		}
-	}
-	if err := refuseHTTPFlags(set); err != nil {
-		return nil, err
-	}
-	if f.state == "" {
-		return nil, usageError("run: a mysql:// sink needs --state DIR (or s3://BUCKET/PREFIX): the checkpoint records that decide its XA branches have no default location")
-	}
-	mode, err := f.mysql.validate()
-	if err != nil {
-		return nil, err
-	}
-	if f.parallelism < 1 {
-		return nil, usageError("run: --parallelism must be at least 1")
-	}
-	if f.parallelism > 1 && mode != mysqlxa.Insert && f.mysql.key == "" {
-		return nil, usageError("run: --parallelism %d in %s mode needs --mysql-key: every record of a key goes to the subtask its key hashes to "+
-			"(two subtasks' branches writing one key would wait for each other's row locks)", f.parallelism, mode)
-	}
 	if _, err := mysqlDSN(f.sink); err != nil {
 		return nil, err
 	}
@@ -354,17 +378,21 @@ func (f *runFlags) buildMySQL(log *slog.Logger, stdin io.Reader, set map[string]
 }
 
 // openMySQL connects to the server and makes the MySQL subtasks; the
-// caller holds the state lock and closes j.db.
-func (j *job) openMySQL(ctx context.Context, f *runFlags, log *slog.Logger) error {
-	id, err := jobID(j.stateURI, f.mysql.job)
+// caller holds the open store and closes j.db.
+func (j *job) openMySQL(ctx context.Context, f *runFlags, spec *pipeline.Job, log *slog.Logger) error {
+	id, err := jobID(ctx, j.cfg.Store, j.stateURI, f.mysql.job)
 	if err != nil {
 		return err
+	}
+	mode, err := spec.MySQL.ParsedMode()
+	if err != nil {
+		return specError(err)
 	}
 	db, err := openMySQL(ctx, f.sink, "--sink")
 	if err != nil {
 		return err
 	}
-	sinks, err := f.mysql.sinks(ctx, db, id, f.parallelism, log)
+	sinks, err := f.mysql.sinks(ctx, db, mode, id, f.parallelism, log)
 	if err != nil {
 		db.Close()
 		return err
@@ -372,7 +400,7 @@ func (j *job) openMySQL(ctx context.Context, f *runFlags, log *slog.Logger) erro
 	j.db, j.mysql, j.cfg.Sinks = db, sinks, asPipelineSinks(sinks)
 	log.Info("MySQL sink", "sink", redactURI(f.sink), "table", sinks[0].Table(), "mode", f.mysql.mode,
 		"job", id, "subtasks", len(sinks), "state", j.stateURI)
-	if mode, _ := f.mysql.validate(); f.parallelism > 1 && mode != mysqlxa.Insert {
+	if f.parallelism > 1 && mode != mysqlxa.Insert {
 		// Rows of one key written by two subtasks' branches of one
 		// checkpoint would wait for each other's locks: route by key.
 		j.cfg.Partition = mysqlxa.KeyPartitioner(splitList(f.mysql.key))
@@ -408,9 +436,6 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 			return s, nil
 		}
 	} else {
-		if set["bounded"] || set["start"] {
-			return usageError("run: --bounded and --start apply to kafka:// sources only")
-		}
 		if srcURI != "-" && !strings.Contains(srcURI, "://") {
 			if _, err := os.Stat(srcURI); err != nil {
 				return fmt.Errorf("run: --source %s: %w", srcURI, err)
@@ -430,20 +455,48 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 	return nil
 }
 
+// build makes the job of a file or S3 sink (pipeline.Job checked which
+// flags apply): its target, its part file layout and its writers.
 func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
-	for _, name := range strings.Fields(mysqlOnlyFlags) {
-		if set[name] {
-			return nil, usageError("run: --%s applies to a mysql:// sink only", name)
-		}
-	}
-	if err := refuseHTTPFlags(set); err != nil {
+	t, err := f.target(ctx, log)
+	if err != nil {
 		return nil, err
 	}
-	tlog := log
-	if set["direct-io"] && isS3(f.sink) {
-		return nil, usageError("run: --direct-io applies to local sinks only, not to %s", f.sink)
+	stateURI := f.state
+	if stateURI == "" {
+		stateURI = t.stateURI
 	}
-	t, err := openTarget(ctx, f.sink, &f.s3, tlog, true)
+	l, err := f.layout()
+	if err != nil {
+		return nil, err
+	}
+	j := &job{target: t, stateURI: stateURI}
+	if err := f.common(j, log, stdin, set); err != nil {
+		return nil, err
+	}
+	if t.local != "" {
+		if err := os.MkdirAll(t.local, 0o755); err != nil {
+			return nil, fmt.Errorf("run: --sink: %w", err)
+		}
+	}
+	if err := f.writers(j, l, log); err != nil {
+		return nil, err
+	}
+	if err := f.markers(j, t.backend, l.assigner, log, set); err != nil {
+		return nil, err
+	}
+	j.cfg.TickInterval = min(max(time.Second, min(nonZero(f.rollover), nonZero(f.inactivity))/10), 10*time.Second)
+	if t.bucket != "" {
+		// Tail objects of older checkpoints outlive their commit: clean up
+		// as the job runs, not only at the next recovery.
+		j.cfg.CommitterOptions = append(j.cfg.CommitterOptions, committer.WithSweepEvery(10))
+	}
+	return j, nil
+}
+
+// target opens the --sink of a file or S3 job.
+func (f *runFlags) target(ctx context.Context, log *slog.Logger) (*target, error) {
+	t, err := openTarget(ctx, f.sink, &f.s3, log, true)
 	if err != nil {
 		return nil, err
 	}
@@ -452,19 +505,66 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		t.backend = localfs.New(fsys, t.local, localfs.WithDirectIO(f.directIO))
 		t.dead = localfs.New(fsys, filepath.Join(t.local, "_dead-letter"), localfs.WithDirectIO(f.directIO))
 	}
-	stateURI := f.state
-	if stateURI == "" {
-		stateURI = t.stateURI
-	}
-	if f.parallelism < 1 {
-		return nil, usageError("run: --parallelism must be at least 1")
-	}
-	bulkFormat, err := f.bulk.format(f.format, set)
-	if err != nil {
+	return t, nil
+}
+
+// layout is how a file or S3 job writes its part files.
+type layout struct {
+	bulk     filesink.BulkFormat // nil: a row format, enc
+	enc      filesink.Encoder
+	assigner bucketing.Assigner
+	policy   filesink.RollingPolicy
+	budget   int64
+	deadOK   bool // --on-bad-record skip
+}
+
+// layout checks the values of the part file flags.
+func (f *runFlags) layout() (*layout, error) {
+	var l layout
+	var err error
+	if l.bulk, err = f.bulk.format(f.format); err != nil {
 		return nil, err
 	}
+	if l.enc, err = f.encoder(l.bulk != nil); err != nil {
+		return nil, err
+	}
+	if _, err := filesink.NewCompression(f.compression); err != nil {
+		return nil, usageError("run: --compression: %v", err)
+	}
+	loc, err := time.LoadLocation(f.tz)
+	if err != nil {
+		return nil, usageError("run: --bucket-tz %q: %v", f.tz, err)
+	}
+	if l.assigner, err = bucketing.Parse(f.bucket, loc); err != nil {
+		return nil, usageError("run: --bucket: %v", err)
+	}
+	partSize, err := filesink.ParseSize(f.partSize)
+	if err != nil {
+		return nil, usageError("run: --part-size: %v", err)
+	}
+	if l.budget, err = filesink.ParseSize(f.budget); err != nil {
+		return nil, usageError("run: --buffer-budget: %v", err)
+	}
+	l.policy = filesink.DefaultPolicy{PartSize: partSize, Rollover: f.rollover, Inactivity: f.inactivity}
+	if f.rollOnCheckpoint && l.bulk == nil { // bulk parts roll at every checkpoint anyway
+		l.policy = filesink.OnCheckpointPolicy{PartSize: partSize}
+	}
+	switch f.onBad {
+	case "fail":
+	case "skip":
+		l.deadOK = true
+	default:
+		return nil, usageError("run: --on-bad-record must be fail or skip, not %q", f.onBad)
+	}
+	return &l, nil
+}
+
+// encoder returns the row format's encoder (JSON lines for a bulk format,
+// which does not use it).
+func (f *runFlags) encoder(bulkFormat bool) (filesink.Encoder, error) {
 	var enc filesink.Encoder = filesink.JSONLines{}
-	if bulkFormat == nil {
+	if !bulkFormat {
+		var err error
 		if enc, err = filesink.ParseFormat(f.format); err != nil {
 			return nil, usageError("run: --format: %v (or parquet, arrow)", err)
 		}
@@ -477,97 +577,47 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 			return nil, usageError("run: --csv-header needs --csv-columns")
 		}
 		csv.HeaderRow = f.csvHeader
-		enc = csv
+		return csv, nil
 	} else if f.csvColumns != "" || f.csvHeader {
 		return nil, usageError("run: --csv-columns and --csv-header apply to --format csv only")
 	}
-	if _, err := filesink.NewCompression(f.compression); err != nil {
-		return nil, usageError("run: --compression: %v", err)
-	}
-	loc, err := time.LoadLocation(f.tz)
-	if err != nil {
-		return nil, usageError("run: --bucket-tz %q: %v", f.tz, err)
-	}
-	assigner, err := bucketing.Parse(f.bucket, loc)
-	if err != nil {
-		return nil, usageError("run: --bucket: %v", err)
-	}
-	partSize, err := filesink.ParseSize(f.partSize)
-	if err != nil {
-		return nil, usageError("run: --part-size: %v", err)
-	}
-	budget, err := filesink.ParseSize(f.budget)
-	if err != nil {
-		return nil, usageError("run: --buffer-budget: %v", err)
-	}
-	memLimit, err := memoryLimit(f.memLimit, budget, bulkFormat != nil)
-	if err != nil {
-		return nil, err
-	}
+	return enc, nil
+}
 
-	var policy filesink.RollingPolicy = filesink.DefaultPolicy{PartSize: partSize, Rollover: f.rollover, Inactivity: f.inactivity}
-	if f.rollOnCheckpoint && bulkFormat == nil { // bulk parts roll at every checkpoint anyway
-		policy = filesink.OnCheckpointPolicy{PartSize: partSize}
-	}
-	var dl driver.Backend
-	switch f.onBad {
-	case "fail":
-	case "skip":
-		dl = t.dead
-	default:
-		return nil, usageError("run: --on-bad-record must be fail or skip, not %q", f.onBad)
-	}
-	j := &job{target: t, stateURI: stateURI, memLimit: memLimit}
-	if err := f.common(j, log, stdin, set); err != nil {
-		return nil, err
-	}
-	if t.local != "" {
-		if err := os.MkdirAll(t.local, 0o755); err != nil {
-			return nil, fmt.Errorf("run: --sink: %w", err)
-		}
-	}
-	be := t.backend
+// writers makes the file sink's subtasks.
+func (f *runFlags) writers(j *job, l *layout, log *slog.Logger) error {
 	for i := range f.parallelism {
 		comp, _ := filesink.NewCompression(f.compression)
 		opts := []filesink.Option{
-			filesink.WithAssigner(assigner), filesink.WithRollingPolicy(policy),
-			filesink.WithPrefix(f.prefix), filesink.WithBufferBudget(max(budget/int64(f.parallelism), 1<<20)),
+			filesink.WithAssigner(l.assigner), filesink.WithRollingPolicy(l.policy),
+			filesink.WithPrefix(f.prefix), filesink.WithBufferBudget(max(l.budget/int64(f.parallelism), 1<<20)),
 			filesink.WithLogger(log.With("subtask", i)),
 		}
-		if bulkFormat != nil {
-			opts = append(opts, filesink.WithBulkFormat(bulkFormat))
+		if l.bulk != nil {
+			opts = append(opts, filesink.WithBulkFormat(l.bulk))
 		} else {
-			opts = append(opts, filesink.WithEncoder(enc))
+			opts = append(opts, filesink.WithEncoder(l.enc))
 		}
 		if comp != nil {
 			opts = append(opts, filesink.WithCompression(comp))
 		}
-		if dl != nil {
-			opts = append(opts, filesink.WithDeadLetter(dl))
+		if l.deadOK {
+			opts = append(opts, filesink.WithDeadLetter(j.target.dead))
 		}
-		if f.guarantee == "at-least-once" {
+		if f.guarantee == pipeline.AtLeastOnce {
 			opts = append(opts, filesink.WithPublishOnRoll())
 		}
 		if start, ok := denseOrigins(f.source); ok {
 			opts = append(opts, filesink.WithDenseOrigins(start))
 		}
-		w, err := filesink.New(be, i, opts...)
+		w, err := filesink.New(j.target.backend, i, opts...)
 		if err != nil {
-			return nil, usageError("run: %v", err)
+			return usageError("run: %v", err)
 		}
 		j.writers = append(j.writers, w)
 		j.cfg.Sinks = append(j.cfg.Sinks, w)
 	}
-	if err := f.markers(j, be, assigner, log, set); err != nil {
-		return nil, err
-	}
-	j.cfg.TickInterval = min(max(time.Second, min(nonZero(f.rollover), nonZero(f.inactivity))/10), 10*time.Second)
-	if t.bucket != "" {
-		// Tail objects of older checkpoints outlive their commit: clean up
-		// as the job runs, not only at the next recovery.
-		j.cfg.CommitterOptions = append(j.cfg.CommitterOptions, committer.WithSweepEvery(10))
-	}
-	return j, nil
+	return nil
 }
 
 // markers sets up the partition-complete markers of --success-file.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -168,8 +169,10 @@ func openTarget(ctx context.Context, uri string, s3f *s3Flags, log *slog.Logger,
 }
 
 // openStore opens the checkpoint store at uri (a directory or
-// s3://BUCKET/PREFIX). A local directory is made when create is set and
-// must exist otherwise.
+// s3://BUCKET/PREFIX). With create set, a local directory is made if
+// needed and locked until the store's Close (a directory that another
+// process holds is an error); otherwise it must exist and is opened
+// read-only, without the lock.
 func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Client, create bool) (recovery.Store, error) {
 	if !isS3(uri) {
 		dir, err := localPath(uri, "--state")
@@ -180,8 +183,13 @@ func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Clie
 			if _, err := (vfs.OS{}).Stat(dir); err != nil {
 				return nil, fmt.Errorf("checkpoint directory %s: %w", dir, err)
 			}
+			return recovery.OpenDir(ctx, vfs.OS{}, dir, recovery.ReadOnly())
 		}
-		return recovery.OpenDir(ctx, vfs.OS{}, dir)
+		s, err := recovery.OpenDir(ctx, vfs.OS{}, dir)
+		if errors.Is(err, recovery.ErrLocked) {
+			return nil, fmt.Errorf("state directory %s is in use by another filesink process", dir)
+		}
+		return s, err
 	}
 	bucket, prefix, err := parseS3(uri, "--state")
 	if err != nil {

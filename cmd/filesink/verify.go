@@ -1,22 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
-	"github.com/apache/arrow/go/v15/arrow/ipc"
-	"github.com/apache/arrow/go/v15/parquet/file"
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/recovery"
 )
 
@@ -61,7 +53,9 @@ if there is any.`, stderr)
 	if !*noManifests {
 		a := filesink.Auditor{Output: t.backend, DeadLetter: t.dead}
 		if *deep {
-			a.Count = countRecords
+			a.Count = func(f *filesink.ManifestFile, r io.Reader) (int64, error) {
+				return filesink.CountRecords(f, r, bulk.Counters()...)
+			}
 		}
 		mv, err := a.Audit(ctx)
 		if err != nil {
@@ -70,28 +64,13 @@ if there is any.`, stderr)
 		vs = append(vs, mv...)
 		notes = append(notes, "manifests")
 	}
-	stateURI := *state
-	if stateURI == "" {
-		stateURI = t.stateURI
-	}
-	store, err := openStore(ctx, stateURI, &s3f, t.client, false)
-	var ids []uint64
-	if err == nil {
-		ids, err = store.List(ctx)
-	}
-	switch {
-	case err == nil && len(ids) > 0:
-		chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: *prefix}
-		sv, err := recovery.Verify(ctx, store, chk)
-		if err != nil {
-			return err
-		}
-		vs = append(vs, sv...)
-		notes = append(notes, fmt.Sprintf("%d checkpoint record(s) in %s", len(ids), store.Location()))
-	case err != nil && *state != "":
+	sv, note, err := verifyState(ctx, t, *state, *prefix, *noManifests, &s3f)
+	if err != nil {
 		return err
-	case *noManifests:
-		return fmt.Errorf("verify: no checkpoint record in %s and --no-manifests: nothing to check against", stateURI)
+	}
+	vs = append(vs, sv...)
+	if note != "" {
+		notes = append(notes, note)
 	}
 	for _, v := range vs {
 		fmt.Fprintln(stdout, "VIOLATION", v)
@@ -103,88 +82,31 @@ if there is any.`, stderr)
 	return nil
 }
 
-// countRecords counts the records of a published file by its name: lines
-// of JSON lines and text (decompressed for .gz and .zst), CSV records less
-// the header row, rows of Parquet and Arrow IPC files.
-func countRecords(f *filesink.ManifestFile, r io.Reader) (int64, error) {
-	name := f.Path
-	switch {
-	case strings.HasSuffix(name, ".gz"):
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			return 0, err
-		}
-		defer zr.Close()
-		r, name = zr, strings.TrimSuffix(name, ".gz")
-	case strings.HasSuffix(name, ".zst"):
-		zr, err := zstd.NewReader(r)
-		if err != nil {
-			return 0, err
-		}
-		defer zr.Close()
-		r, name = zr, strings.TrimSuffix(name, ".zst")
+// verifyState checks the output of t against the retained checkpoint
+// records at state (default: the sink's), if there are any; note says what
+// was checked ("" if nothing).
+func verifyState(ctx context.Context, t *target, state, prefix string, noManifests bool, s3f *s3Flags) ([]recovery.Violation, string, error) {
+	stateURI := state
+	if stateURI == "" {
+		stateURI = t.stateURI
+	}
+	store, err := openStore(ctx, stateURI, s3f, t.client, false)
+	var ids []uint64
+	if err == nil {
+		ids, err = store.List(ctx)
 	}
 	switch {
-	case strings.HasSuffix(name, ".parquet"):
-		data, err := io.ReadAll(r)
+	case err == nil && len(ids) > 0:
+		chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: prefix}
+		sv, err := recovery.Verify(ctx, store, chk)
 		if err != nil {
-			return 0, err
+			return nil, "", err
 		}
-		pr, err := file.NewParquetReader(bytes.NewReader(data))
-		if err != nil {
-			return 0, err
-		}
-		defer pr.Close()
-		return pr.NumRows(), nil
-	case strings.HasSuffix(name, ".arrow"):
-		data, err := io.ReadAll(r)
-		if err != nil {
-			return 0, err
-		}
-		fr, err := ipc.NewFileReader(bytes.NewReader(data))
-		if err != nil {
-			return 0, err
-		}
-		defer fr.Close()
-		var n int64
-		for i := 0; i < fr.NumRecords(); i++ {
-			rec, err := fr.Record(i)
-			if err != nil {
-				return 0, err
-			}
-			n += rec.NumRows()
-		}
-		return n, nil
-	case strings.HasSuffix(name, ".csv"):
-		cr := csv.NewReader(bufio.NewReaderSize(r, 1<<20))
-		cr.FieldsPerRecord = -1
-		cr.ReuseRecord = true
-		var n int64
-		for {
-			_, err := cr.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return 0, err
-			}
-			n++
-		}
-		if f.Header && n > 0 {
-			n--
-		}
-		return n, nil
+		return sv, fmt.Sprintf("%d checkpoint record(s) in %s", len(ids), store.Location()), nil
+	case err != nil && state != "":
+		return nil, "", err
+	case noManifests:
+		return nil, "", fmt.Errorf("verify: no checkpoint record in %s and --no-manifests: nothing to check against", stateURI)
 	}
-	var n int64
-	buf := make([]byte, 1<<20)
-	for {
-		k, err := r.Read(buf)
-		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
-		if errors.Is(err, io.EOF) {
-			return n, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
+	return nil, "", nil
 }

@@ -2,16 +2,18 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/vfs"
 )
 
 const xaSynopsis = `list|commit|rollback --sink 'mysql://USER:PASS@tcp(HOST:PORT)/DB' [flags]
@@ -34,111 +36,136 @@ checkpoint and session; its xid is GTRID/BQUAL as list prints it.
 
 Exit status: 0 done, 1 error, 2 usage error.`
 
-func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// xaArgs are the parsed flags of an xa command.
+type xaArgs struct {
+	verb, sink, job, state string
+	force                  bool
+	target                 mysqlxa.Xid // commit, rollback: the branch
+	s3                     s3Flags
+}
+
+// parseXA reads the verb and flags of an xa command.
+func parseXA(args []string, stderr io.Writer) (*xaArgs, error) {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "commit" && args[0] != "rollback") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 			fmt.Fprintf(stderr, "Usage: filesink xa %s\n", xaSynopsis)
-			return nil
+			return nil, flag.ErrHelp
 		}
-		return usageError("xa: want list, commit or rollback (see filesink xa --help)")
+		return nil, usageError("xa: want list, commit or rollback (see filesink xa --help)")
 	}
-	verb := args[0]
+	a := &xaArgs{verb: args[0]}
+	verb := a.verb
 	fs := newFlagSet("xa "+verb, xaSynopsis, stderr)
-	sink := fs.String("sink", "", "sink `URI` (required): mysql://USER:PASS@tcp(HOST:PORT)/DB")
-	job := fs.String("job", "", "only branches of this job `ID` (default: the job of --state; without either, every filesink job's)")
-	state := fs.String("state", "", "the job's checkpoint store `DIR` or s3://BUCKET/PREFIX: picks its job and tells decided branches from undecided ones")
+	fs.StringVar(&a.sink, "sink", "", "sink `URI` (required): mysql://USER:PASS@tcp(HOST:PORT)/DB")
+	fs.StringVar(&a.job, "job", "", "only branches of this job `ID` (default: the job of --state; without either, every filesink job's)")
+	fs.StringVar(&a.state, "state", "", "the job's checkpoint store `DIR` or s3://BUCKET/PREFIX: picks its job and tells decided branches from undecided ones")
 	xid := fs.String("xid", "", "commit, rollback: the branch, `GTRID/BQUAL` as list prints it")
-	force := fs.Bool("force", false, "commit, rollback: act even if --state says the branch needs the other decision")
-	var s3f s3Flags
-	s3f.register(fs, false)
+	fs.BoolVar(&a.force, "force", false, "commit, rollback: act even if --state says the branch needs the other decision")
+	a.s3.register(fs, false)
 	if err := parseFlags(fs, args[1:]); err != nil {
+		return nil, err
+	}
+	if a.sink == "" {
+		return nil, usageError("xa %s: --sink is required", verb)
+	}
+	if !isMySQL(a.sink) {
+		return nil, usageError("xa %s: --sink must be mysql://USER:PASS@tcp(HOST:PORT)/DB, not %s", verb, redactURI(a.sink))
+	}
+	if verb == "list" {
+		if *xid != "" || a.force {
+			return nil, usageError("xa list: --xid and --force apply to commit and rollback")
+		}
+		return a, nil
+	}
+	if *xid == "" {
+		return nil, usageError("xa %s: --xid GTRID/BQUAL is required (see filesink xa list)", verb)
+	}
+	x, err := mysqlxa.ParseXidString(*xid)
+	if err != nil {
+		return nil, usageError("xa %s: --xid: %v", verb, err)
+	}
+	a.target = x
+	return a, nil
+}
+
+func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	a, err := parseXA(args, stderr)
+	if err != nil { // flag.ErrHelp after the help text: exit 0
 		return err
 	}
-	if *sink == "" {
-		return usageError("xa %s: --sink is required", verb)
-	}
-	if !isMySQL(*sink) {
-		return usageError("xa %s: --sink must be mysql://USER:PASS@tcp(HOST:PORT)/DB, not %s", verb, redactURI(*sink))
-	}
-	var target mysqlxa.Xid
-	if verb == "list" {
-		if *xid != "" || *force {
-			return usageError("xa list: --xid and --force apply to commit and rollback")
-		}
-	} else {
-		if *xid == "" {
-			return usageError("xa %s: --xid GTRID/BQUAL is required (see filesink xa list)", verb)
-		}
-		x, err := mysqlxa.ParseXidString(*xid)
-		if err != nil {
-			return usageError("xa %s: --xid: %v", verb, err)
-		}
-		target = x
-	}
-
-	jobID := *job
+	jobID := a.job
 	var decided map[string]bool // xid -> referenced by a retained record
-	if *state != "" {
-		id, err := stateJob(*state)
+	if a.state != "" {
+		id, err := stateJob(ctx, a.state, &a.s3)
 		if err != nil {
 			return err
 		}
 		if jobID != "" && jobID != id {
-			return usageError("xa %s: --job %q is not the job of --state %s (%q)", verb, jobID, *state, id)
+			return usageError("xa %s: --job %q is not the job of --state %s (%q)", a.verb, jobID, a.state, id)
 		}
 		jobID = id
-		if decided, err = decidedBranches(ctx, *state, &s3f); err != nil {
+		if decided, err = decidedBranches(ctx, a.state, &a.s3); err != nil {
 			return err
 		}
-		if !isS3(*state) && stateInUse(*state) {
-			fmt.Fprintf(stderr, "filesink: warning: a filesink run holds %s: its branches are in flight; do not resolve them by hand\n", *state)
+		if !isS3(a.state) && stateInUse(ctx, a.state) {
+			fmt.Fprintf(stderr, "filesink: warning: a filesink run holds %s: its branches are in flight; do not resolve them by hand\n", a.state)
 		}
 	}
-	if verb != "list" && jobID != "" && target.Job != jobID {
-		return usageError("xa %s: branch %s belongs to job %q, not %q", verb, target, target.Job, jobID)
+	if a.verb != "list" && jobID != "" && a.target.Job != jobID {
+		return usageError("xa %s: branch %s belongs to job %q, not %q", a.verb, a.target, a.target.Job, jobID)
 	}
-
-	db, err := openMySQL(ctx, *sink, "--sink")
+	db, err := openMySQL(ctx, a.sink, "--sink")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-
-	if verb == "list" {
-		xs, err := mysqlxa.ListBranches(ctx, db, jobID)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		head := "JOB\tSINK\tSUBTASK\tCHECKPOINT\tSESSION"
-		if decided != nil {
-			head += "\tDECIDED"
-		}
-		fmt.Fprintln(tw, head+"\tXID")
-		for _, x := range xs {
-			line := fmt.Sprintf("%s\t%s\t%d\t%d\t%d", x.Job, x.Sink, x.Subtask, x.Checkpoint, x.ConnID)
-			if decided != nil {
-				line += "\t" + yesNo(decided[x.String()])
-			}
-			fmt.Fprintln(tw, line+"\t"+x.String())
-		}
-		tw.Flush()
-		scope := "every filesink job"
-		if jobID != "" {
-			scope = "job " + jobID
-		}
-		fmt.Fprintf(stdout, "%d prepared branch(es) of %s\n", len(xs), scope)
-		return nil
+	if a.verb == "list" {
+		return xaList(ctx, db, jobID, decided, stdout)
 	}
+	return a.resolve(ctx, db, decided, stdout)
+}
 
-	if decided != nil && !*force {
+// xaList prints the prepared branches of job (every filesink job's if "").
+func xaList(ctx context.Context, db *sql.DB, jobID string, decided map[string]bool, stdout io.Writer) error {
+	xs, err := mysqlxa.ListBranches(ctx, db, jobID)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	head := "JOB\tSINK\tSUBTASK\tCHECKPOINT\tSESSION"
+	if decided != nil {
+		head += "\tDECIDED"
+	}
+	fmt.Fprintln(tw, head+"\tXID")
+	for _, x := range xs {
+		line := fmt.Sprintf("%s\t%s\t%d\t%d\t%d", x.Job, x.Sink, x.Subtask, x.Checkpoint, x.ConnID)
+		if decided != nil {
+			line += "\t" + yesNo(decided[x.String()])
+		}
+		fmt.Fprintln(tw, line+"\t"+x.String())
+	}
+	tw.Flush()
+	scope := "every filesink job"
+	if jobID != "" {
+		scope = "job " + jobID
+	}
+	fmt.Fprintf(stdout, "%d prepared branch(es) of %s\n", len(xs), scope)
+	return nil
+}
+
+// resolve commits or rolls back the target branch, refusing (without
+// --force) the decision the checkpoint records contradict.
+func (a *xaArgs) resolve(ctx context.Context, db *sql.DB, decided map[string]bool, stdout io.Writer) error {
+	verb, target := a.verb, a.target
+	if decided != nil && !a.force {
 		switch d := decided[target.String()]; {
 		case verb == "commit" && !d:
-			return exitError{code: 1, msg: fmt.Sprintf("xa commit: no checkpoint record in %s references branch %s: it was never decided, and committing it would publish records that the job reads again; roll it back (or give --force)", *state, target)}
+			return exitError{code: 1, msg: fmt.Sprintf("xa commit: no checkpoint record in %s references branch %s: it was never decided, and committing it would publish records that the job reads again; roll it back (or give --force)", a.state, target)}
 		case verb == "rollback" && d:
-			return exitError{code: 1, msg: fmt.Sprintf("xa rollback: checkpoint %d in %s decided branch %s: rolling it back loses its records (filesink run commits it); commit it (or give --force)", target.Checkpoint, *state, target)}
+			return exitError{code: 1, msg: fmt.Sprintf("xa rollback: checkpoint %d in %s decided branch %s: rolling it back loses its records (filesink run commits it); commit it (or give --force)", target.Checkpoint, a.state, target)}
 		}
 	}
+	var err error
 	if verb == "commit" {
 		err = mysqlxa.CommitBranch(ctx, db, target)
 	} else {
@@ -160,36 +187,37 @@ func yesNo(b bool) string {
 }
 
 // stateJob returns the job id of the MySQL sink whose checkpoints are at
-// stateURI, without writing anything (see jobID).
-func stateJob(stateURI string) (string, error) {
-	if isS3(stateURI) {
-		return deriveJob(strings.TrimRight(stateURI, "/")), nil
+// stateURI, without writing anything: the one kept in the store, else the
+// one derived from the location (see jobID).
+func stateJob(ctx context.Context, stateURI string, s3f *s3Flags) (string, error) {
+	if !isS3(stateURI) {
+		dir, err := localPath(stateURI, "--state")
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(dir); err != nil {
+			return "", fmt.Errorf("state directory %s: %w", dir, err)
+		}
 	}
-	dir, err := localPath(stateURI, "--state")
+	store, err := openStore(ctx, stateURI, s3f, nil, false)
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("state directory %s: %w", dir, err)
+	if js, ok := store.(recovery.JobStore); ok {
+		if id, err := js.JobID(ctx); err != nil || id != "" {
+			return id, err
+		}
 	}
-	id, err := readJobFile(dir)
-	if err != nil || id != "" {
-		return id, err
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	return deriveJob(abs), nil
+	return deriveStateJob(stateURI)
 }
 
 // stateInUse reports whether a filesink process holds the state directory.
-func stateInUse(dir string) bool {
-	unlock, err := lockState(dir)
+func stateInUse(ctx context.Context, dir string) bool {
+	s, err := recovery.OpenDir(ctx, vfs.OS{}, dir)
 	if err != nil {
 		return true
 	}
-	unlock()
+	s.Close()
 	return false
 }
 

@@ -10,12 +10,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -94,21 +92,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	log := cfg.Logger
 
-	// One process per state directory: a second one would restore the
-	// same checkpoint and fight over the same XA branches.
-	unlock, err := lockDir(cfg.State)
+	// One process per state directory: the open store holds its lock, as a
+	// second process would restore the same checkpoint and fight over the
+	// same XA branches.
+	store, err := recovery.OpenDir(ctx, vfs.OS{}, filepath.Join(cfg.State, "checkpoints"))
 	if err != nil {
 		return res, err
 	}
-	defer unlock()
+	defer store.Close()
 	if cfg.Job == "" {
 		if cfg.Job, err = defaultJob(cfg.State); err != nil {
 			return res, err
 		}
-	}
-	store, err := recovery.OpenDir(ctx, vfs.OS{}, filepath.Join(cfg.State, "checkpoints"))
-	if err != nil {
-		return res, err
 	}
 
 	mc, err := mysql.ParseDSN(cfg.DSN)
@@ -193,27 +188,6 @@ func quoteTable(t string) string {
 		return q(db) + "." + q(name)
 	}
 	return q(t)
-}
-
-// lockDir takes an exclusive lock on DIR/LOCK (released when the process
-// dies, so a killed run never blocks the next).
-func lockDir(dir string) (func(), error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
-	}
-	name := filepath.Join(dir, "LOCK")
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", name, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("state directory %s is in use by another process", dir)
-		}
-		return nil, fmt.Errorf("lock %s: %w", name, err)
-	}
-	return func() { f.Close() }, nil
 }
 
 // counter is the word-count operator fused with its sink: Write splits a

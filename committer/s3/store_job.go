@@ -1,0 +1,77 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/filesink/filesink/recovery"
+)
+
+var _ recovery.JobStore = (*Store)(nil)
+
+func (s *Store) jobKey() string { return s.dir() + recovery.JobFile }
+
+// JobIDLocation implements recovery.JobStore: s3://bucket/prefix/JOB.
+func (s *Store) JobIDLocation() string { return s.url(s.jobKey()) }
+
+// JobID implements recovery.JobStore: the id in the object PREFIX/JOB, ""
+// if there is none.
+func (s *Store) JobID(ctx context.Context) (string, error) {
+	if err := s.check(ctx); err != nil {
+		return "", err
+	}
+	b, err := s.read(ctx, s.jobKey())
+	if isNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("job id: %s: %w", s.JobIDLocation(), err)
+	}
+	return recovery.ParseJobID(s.JobIDLocation(), b)
+}
+
+// SetJobID implements recovery.JobStore: PREFIX/JOB is written once, as
+// a record is (If-None-Match: *, or a check first where the store has no
+// conditional writes); an object found with the same id is success.
+func (s *Store) SetJobID(ctx context.Context, id string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	key, b := s.jobKey(), []byte(id+"\n")
+	in := &s3api.PutObjectInput{
+		Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b))),
+		ContentType:          aws.String("text/plain"),
+		ServerSideEncryption: s.o.sseType(), SSEKMSKeyId: s.o.kmsKey(),
+		IfNoneMatch: aws.String("*"),
+	}
+	_, err := s.client.PutObject(ctx, in, s.call())
+	if isNotImplemented(err) {
+		if _, herr := s.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &s.bucket, Key: &key}, s.call()); herr == nil {
+			err = &preconditionError{}
+		} else if !isNotFound(herr) {
+			return fmt.Errorf("job id: keep it in %s: %w", s.JobIDLocation(), herr)
+		} else {
+			in.IfNoneMatch = nil
+			in.Body = bytes.NewReader(b)
+			_, err = s.client.PutObject(ctx, in, s.call())
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case isPreconditionFailed(err) || isPrecondition(err):
+		kept, kerr := s.JobID(ctx)
+		if kerr != nil {
+			return kerr
+		}
+		if kept != id {
+			return &recovery.JobIDError{Location: s.JobIDLocation(), Kept: kept, Given: id, Meanwhile: true}
+		}
+		return nil
+	}
+	return fmt.Errorf("job id: keep it in %s: %w", s.JobIDLocation(), err)
+}

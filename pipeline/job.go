@@ -1,0 +1,394 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/filesink/filesink/committer/mysqlxa"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/sinks/async"
+)
+
+// SinkKind is the kind of sink a job writes to, told by its URI.
+type SinkKind int
+
+// Sink kinds.
+const (
+	FileSink  SinkKind = iota // file://OUT or a plain path: part files
+	S3Sink                    // s3://BUCKET/PREFIX: objects
+	MySQLSink                 // mysql://DSN: rows, in XA branches
+	HTTPSink                  // http:// or https://: POSTed batches
+)
+
+// KindOf returns the kind of the sink at uri.
+func KindOf(uri string) SinkKind {
+	switch {
+	case strings.HasPrefix(uri, "s3://"):
+		return S3Sink
+	case strings.HasPrefix(uri, "mysql://"):
+		return MySQLSink
+	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
+		return HTTPSink
+	}
+	return FileSink
+}
+
+// Delivery guarantees a Job may ask for.
+const (
+	ExactlyOnce = "exactly-once"
+	AtLeastOnce = "at-least-once"
+	AtMostOnce  = "at-most-once"
+)
+
+// BulkHeapFactor is the Go heap of the bulk encoders (Parquet, Arrow) per
+// byte of buffer budget, as measured with 1,000 open Parquet buckets: page
+// buffers, column statistics and released builder memory the GC has not
+// reclaimed yet make the live heap about 4-5 times the budget. The "auto"
+// memory limit of a bulk format is this times the budget (at least
+// MinAutoMemoryLimit).
+const BulkHeapFactor = 6
+
+// MinAutoMemoryLimit is the least "auto" memory limit of a bulk format.
+const MinAutoMemoryLimit = 256 << 20
+
+// Settings are named as the filesink CLI's flags (without the dashes). The
+// lists say which apply to which sink; a setting given for a sink it does
+// not apply to makes Validate fail.
+const (
+	// MySQLOnlySettings apply to a MySQL sink only ("job" also to HTTP).
+	MySQLOnlySettings = "mysql-table mysql-mode mysql-key mysql-columns mysql-batch-rows mysql-marker-table job"
+	// BulkOnlySettings apply to the bulk formats (parquet, arrow) only.
+	BulkOnlySettings = "schema row-group-size parquet-compression parquet-dictionary parquet-page-size parquet-stats arrow-compression"
+	// FileOnlySettings apply to file and S3 sinks only.
+	FileOnlySettings = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io " +
+		"buffer-budget memory-limit csv-columns csv-header on-bad-record " + BulkOnlySettings + " " +
+		"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir"
+	// HTTPOnlySettings apply to an HTTP sink only.
+	HTTPOnlySettings = "http-workers http-queue http-batch-records http-batch-bytes http-linger http-timeout http-retries"
+	// KafkaOnlySettings apply to a kafka:// source only.
+	KafkaOnlySettings = "bounded start"
+)
+
+// Job is the declarative description of a job, as a command line, the
+// environment and a config file give it: where records come from and go,
+// the delivery guarantee, and the policies (which settings apply to which
+// sink, the Go memory limit) that hold whatever fills it in. Validate
+// checks it in one place; Run runs it. A Job is a value: it is not safe for
+// concurrent mutation, but Validate, MemoryLimitBytes and Guarantee only
+// read it.
+type Job struct {
+	Source string // source URI: file://DIR, DIR, gen://..., kafka://..., "-" (stdin)
+	Sink   string // sink URI: file://OUT, OUT, s3://..., mysql://..., http(s)://...
+	// State is the checkpoint store (a directory or s3://BUCKET/PREFIX);
+	// "" is the file and S3 sinks' default, OUT/_filesink. MySQL and HTTP
+	// sinks need one.
+	State string
+	// Guarantee is "" (the sink's default), ExactlyOnce, AtLeastOnce or
+	// AtMostOnce.
+	Guarantee string
+	// Format of part files: jsonl, csv, text, parquet or arrow ("" is
+	// jsonl).
+	Format string
+	// Parallelism is the number of sink subtasks (at least 1).
+	Parallelism int
+	// MySQL holds the settings of a MySQL sink that Validate checks.
+	MySQL MySQLSpec
+	// HTTP holds the settings of an HTTP sink that Validate checks.
+	HTTP HTTPSpec
+	// BufferBudget is the memory for buffered records, in bytes; with a
+	// bulk format the "auto" memory limit follows from it.
+	BufferBudget int64
+	// MemoryLimit is the Go soft memory limit: "auto" or "" (BulkHeapFactor
+	// x BufferBudget with a bulk format, none for row formats), "none", or
+	// a size ("2GiB"). The GOMEMLIMIT environment variable overrides it.
+	MemoryLimit string
+	// Given names the settings given explicitly (by the CLI's flag names,
+	// see the *Settings lists), whatever their origin: Validate refuses one
+	// given for a sink, source or format it does not apply to.
+	Given map[string]bool
+}
+
+// MySQLSpec is what Validate checks of a MySQL sink's settings.
+type MySQLSpec struct {
+	Table     string // required
+	Mode      string // insert, upsert or increment (any case)
+	Key       string // COL[,COL]: needed with more than one subtask in upsert or increment mode
+	BatchRows int    // at least 1
+}
+
+// HTTPSpec is what Validate checks of an HTTP sink's settings.
+type HTTPSpec struct {
+	Workers      int           // at least 1
+	Queue        int           // not negative
+	BatchRecords int           // at least 1
+	Linger       time.Duration // not negative
+	Timeout      time.Duration // positive
+	Retries      int           // at least 1; 1 with at-most-once, when given
+}
+
+// SpecError is a Job that cannot run as described. Its message names the
+// settings as the CLI's flags ("--mysql-table").
+type SpecError struct {
+	Msg string
+}
+
+func (e *SpecError) Error() string { return e.Msg }
+
+func specErr(format string, args ...any) error {
+	return &SpecError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// Kind returns the kind of the job's sink.
+func (j *Job) Kind() SinkKind { return KindOf(j.Sink) }
+
+// IsBulkFormat reports whether the job's format is a bulk (columnar) one.
+func (j *Job) IsBulkFormat() bool { return IsBulkFormat(j.Format) }
+
+// IsBulkFormat reports whether format is a bulk format: parquet or arrow.
+func IsBulkFormat(format string) bool { return format == "parquet" || format == "arrow" }
+
+// Validate checks the description: settings that apply to the sink,
+// source and format only, the guarantee against the sink, the settings a
+// sink needs, and the memory limit. A nil error means every rule of this
+// level holds; the values of the sinks' own settings are checked when
+// they are made. Errors are *SpecError.
+func (j *Job) Validate() error {
+	var err error
+	switch j.Kind() {
+	case HTTPSink:
+		err = j.validateHTTP()
+	case MySQLSink:
+		err = j.validateMySQL()
+	default:
+		err = j.validateFiles()
+	}
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(j.Source, "kafka://") && j.anyGiven(KafkaOnlySettings, "") != "" {
+		return specErr("--bounded and --start apply to kafka:// sources only")
+	}
+	_, err = j.MemoryLimitBytes()
+	return err
+}
+
+// anyGiven returns the first of the settings (space-separated) that is
+// given, except except, or "".
+func (j *Job) anyGiven(settings, except string) string {
+	for _, name := range strings.Fields(settings) {
+		if j.Given[name] && name != except {
+			return name
+		}
+	}
+	return ""
+}
+
+func (j *Job) validateHTTP() error {
+	if name := j.anyGiven(FileOnlySettings+" "+MySQLOnlySettings, "job"); name != "" {
+		return specErr("--%s does not apply to an http(s):// sink", name)
+	}
+	if j.State == "" {
+		return specErr("an http(s):// sink needs --state DIR (or s3://BUCKET/PREFIX): its checkpoint records have no default location")
+	}
+	g, err := j.DeliveryGuarantee()
+	if err != nil {
+		return err
+	}
+	if j.Parallelism < 1 {
+		return specErr("--parallelism must be at least 1")
+	}
+	h := &j.HTTP
+	switch {
+	case h.Workers < 1:
+		return specErr("--http-workers must be at least 1")
+	case h.Queue < 0:
+		return specErr("--http-queue must not be negative")
+	case h.BatchRecords < 1:
+		return specErr("--http-batch-records must be at least 1")
+	case h.Linger < 0 || h.Timeout <= 0:
+		return specErr("--http-linger must not be negative and --http-timeout must be positive")
+	case h.Retries < 1:
+		return specErr("--http-retries must be at least 1")
+	case g == async.AtMostOnce && j.Given["http-retries"] && h.Retries != 1:
+		return specErr("--guarantee at-most-once sends each batch once: --http-retries must be 1 (a retry after a lost reply would deliver twice)")
+	}
+	return nil
+}
+
+func (j *Job) validateMySQL() error {
+	if _, err := j.DeliveryGuarantee(); err != nil {
+		return err
+	}
+	if name := j.anyGiven(FileOnlySettings, ""); name != "" {
+		return specErr("--%s applies to file and S3 sinks, not to a mysql:// sink", name)
+	}
+	if name := j.anyGiven(HTTPOnlySettings, ""); name != "" {
+		return specErr("--%s applies to an http(s):// sink only", name)
+	}
+	if j.State == "" {
+		return specErr("a mysql:// sink needs --state DIR (or s3://BUCKET/PREFIX): the checkpoint records that decide its XA branches have no default location")
+	}
+	mode, err := j.MySQL.mode()
+	if err != nil {
+		return err
+	}
+	if j.Parallelism < 1 {
+		return specErr("--parallelism must be at least 1")
+	}
+	if j.Parallelism > 1 && mode != mysqlxa.Insert && j.MySQL.Key == "" {
+		return specErr("--parallelism %d in %s mode needs --mysql-key: every record of a key goes to the subtask its key hashes to "+
+			"(two subtasks' branches writing one key would wait for each other's row locks)", j.Parallelism, mode)
+	}
+	return nil
+}
+
+// mode checks the settings that need no server and returns the mode.
+func (m *MySQLSpec) mode() (mysqlxa.Mode, error) {
+	if m.Table == "" {
+		return "", specErr("--mysql-table is required with a mysql:// sink")
+	}
+	if m.BatchRows < 1 {
+		return "", specErr("--mysql-batch-rows must be at least 1")
+	}
+	switch mode := mysqlxa.Mode(strings.ToLower(m.Mode)); mode {
+	case mysqlxa.Insert, mysqlxa.Upsert, mysqlxa.Increment:
+		return mode, nil
+	default:
+		return "", specErr("--mysql-mode must be insert, upsert or increment, not %q", m.Mode)
+	}
+}
+
+// ParsedMode returns the MySQL sink's mode, checked as Validate does.
+func (m *MySQLSpec) ParsedMode() (mysqlxa.Mode, error) { return m.mode() }
+
+func (j *Job) validateFiles() error {
+	if _, err := j.DeliveryGuarantee(); err != nil {
+		return err
+	}
+	if name := j.anyGiven(MySQLOnlySettings, ""); name != "" {
+		return specErr("--%s applies to a mysql:// sink only", name)
+	}
+	if name := j.anyGiven(HTTPOnlySettings, ""); name != "" {
+		return specErr("--%s applies to an http(s):// sink only", name)
+	}
+	if j.Given["direct-io"] && j.Kind() == S3Sink {
+		return specErr("--direct-io applies to local sinks only, not to %s", j.Sink)
+	}
+	if j.Parallelism < 1 {
+		return specErr("--parallelism must be at least 1")
+	}
+	return j.validateFormat()
+}
+
+// validateFormat checks the format settings given against the format.
+func (j *Job) validateFormat() error {
+	if !j.IsBulkFormat() {
+		if name := j.anyGiven(BulkOnlySettings, ""); name != "" {
+			return specErr("--%s applies to --format parquet or arrow only", name)
+		}
+		return nil
+	}
+	if j.Given["compression"] {
+		return specErr("--compression applies to row formats; --format %s compresses its own pages: use --%s-compression", j.Format, j.Format)
+	}
+	if name := j.anyGiven("csv-columns csv-header", ""); name != "" {
+		return specErr("--%s applies to --format csv only", name)
+	}
+	other := map[string]string{"parquet": "arrow-compression", "arrow": "parquet-compression parquet-dictionary parquet-page-size parquet-stats"}
+	if name := j.anyGiven(other[j.Format], ""); name != "" {
+		return specErr("--%s does not apply to --format %s", name, j.Format)
+	}
+	return nil
+}
+
+// DeliveryGuarantee checks the guarantee against the sink and returns the
+// mode of an HTTP sink: file and S3 sinks give exactly-once (default) or
+// at-least-once (parts published as they roll), MySQL sinks exactly-once
+// only, an HTTP sink at-least-once (default) or at-most-once. Asking for
+// what a sink cannot give is a *SpecError.
+func (j *Job) DeliveryGuarantee() (async.Guarantee, error) {
+	kind := j.Kind()
+	http, mysql := kind == HTTPSink, kind == MySQLSink
+	switch g := j.Guarantee; g {
+	case "":
+		return async.AtLeastOnce, nil
+	case ExactlyOnce:
+		if http {
+			return 0, specErr("--guarantee exactly-once: an HTTP endpoint has no transaction to prepare, so an http(s):// sink gives at-least-once " +
+				"(each batch carries a deterministic Idempotency-Key: a receiver that applies each key once sees every record once) or at-most-once")
+		}
+		return 0, nil
+	case AtLeastOnce, AtMostOnce:
+		if g == AtLeastOnce && !http && !mysql {
+			return async.AtLeastOnce, nil // files published as they roll (filesink.WithPublishOnRoll)
+		}
+		if !http {
+			name, also := "a file or S3 sink", " and at-least-once (files published as they roll)"
+			if mysql {
+				name, also = "a mysql:// sink", " only"
+			}
+			return 0, specErr("--guarantee %s: %s supports exactly-once (two-phase commit)%s; at-most-once is for http(s):// sinks", g, name, also)
+		}
+		if g == AtMostOnce {
+			return async.AtMostOnce, nil
+		}
+		return async.AtLeastOnce, nil
+	default:
+		return 0, specErr("--guarantee must be exactly-once, at-least-once or at-most-once, not %q", g)
+	}
+}
+
+// PublishOnRoll reports whether a file or S3 sink publishes each part as
+// it rolls (at-least-once) instead of at its checkpoint.
+func (j *Job) PublishOnRoll() bool {
+	k := j.Kind()
+	return j.Guarantee == AtLeastOnce && (k == FileSink || k == S3Sink)
+}
+
+// MemoryLimitBytes returns the Go soft memory limit (GC target) to set
+// while the job runs, 0 for none: the policy of MemoryLimit. GOMEMLIMIT,
+// when set in the environment, wins (0: the runtime applies it).
+func (j *Job) MemoryLimitBytes() (int64, error) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return 0, nil
+	}
+	switch j.MemoryLimit {
+	case "none":
+		return 0, nil
+	case "auto", "":
+		if !j.IsBulkFormat() {
+			return 0, nil
+		}
+		return max(j.BufferBudget*BulkHeapFactor, MinAutoMemoryLimit), nil
+	}
+	n, err := filesink.ParseSize(j.MemoryLimit)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	if err != nil {
+		return 0, specErr("--memory-limit: want auto, none or a size (%v)", err)
+	}
+	return n, nil
+}
+
+// Run validates the job, sets its Go memory limit for the time of the run
+// (restoring the previous one after) and runs cfg, which holds what the
+// caller made of the description (source, store, sinks): Run(ctx, cfg).
+// The memory limit is process-wide: run one Job at a time per process.
+func (j *Job) Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := j.Validate(); err != nil {
+		return Result{}, err
+	}
+	limit, _ := j.MemoryLimitBytes()
+	if limit > 0 {
+		if cfg.Logger != nil {
+			cfg.Logger.Debug("Go memory limit", "bytes", limit)
+		}
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	}
+	return Run(ctx, cfg)
+}

@@ -1,0 +1,112 @@
+package pipeline_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/sinks/async"
+)
+
+func validHTTP() pipeline.HTTPSpec {
+	return pipeline.HTTPSpec{Workers: 1, BatchRecords: 1, Timeout: time.Second, Retries: 3}
+}
+
+func TestJobValidate(t *testing.T) {
+	given := func(names ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, n := range names {
+			m[n] = true
+		}
+		return m
+	}
+	mysql := pipeline.MySQLSpec{Table: "t", Mode: "insert", BatchRows: 10}
+	cases := []struct {
+		name string
+		job  pipeline.Job
+		want string // "" valid; else a part of the message
+	}{
+		{"file defaults", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1}, ""},
+		{"mysql flag on files", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Given: given("mysql-table")}, "--mysql-table applies to a mysql:// sink only"},
+		{"http flag on files", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Given: given("http-workers")}, "--http-workers applies to an http(s):// sink only"},
+		{"direct-io on s3", pipeline.Job{Source: "in", Sink: "s3://b/p", Parallelism: 1, Given: given("direct-io")}, "--direct-io applies to local sinks only"},
+		{"parallelism", pipeline.Job{Source: "in", Sink: "out"}, "--parallelism must be at least 1"},
+		{"bulk flag on jsonl", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Format: "jsonl", Given: given("schema")}, "--schema applies to --format parquet or arrow only"},
+		{"compression on parquet", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Format: "parquet", Given: given("compression")}, "use --parquet-compression"},
+		{"parquet flag on arrow", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Format: "arrow", Given: given("parquet-stats")}, "--parquet-stats does not apply to --format arrow"},
+		{"bounded without kafka", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Given: given("bounded")}, "--bounded and --start apply to kafka:// sources only"},
+		{"bounded with kafka", pipeline.Job{Source: "kafka://h:1/t", Sink: "out", Parallelism: 1, Given: given("bounded")}, ""},
+		{"guarantee unknown", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Guarantee: "twice"}, "--guarantee must be"},
+		{"at-most-once on files", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Guarantee: pipeline.AtMostOnce}, "a file or S3 sink supports exactly-once"},
+		{"memory limit", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, MemoryLimit: "lots"}, "--memory-limit: want auto, none or a size"},
+		{"mysql valid", pipeline.Job{Source: "in", Sink: "mysql://x", State: "st", Parallelism: 1, MySQL: mysql}, ""},
+		{"mysql without state", pipeline.Job{Source: "in", Sink: "mysql://x", Parallelism: 1, MySQL: mysql}, "a mysql:// sink needs --state"},
+		{"file flag on mysql", pipeline.Job{Source: "in", Sink: "mysql://x", State: "st", Parallelism: 1, MySQL: mysql, Given: given("format")}, "--format applies to file and S3 sinks, not to a mysql:// sink"},
+		{"mysql at-least-once", pipeline.Job{Source: "in", Sink: "mysql://x", State: "st", Parallelism: 1, MySQL: mysql, Guarantee: pipeline.AtLeastOnce}, "a mysql:// sink supports exactly-once (two-phase commit) only"},
+		{"mysql mode", pipeline.Job{Source: "in", Sink: "mysql://x", State: "st", Parallelism: 1, MySQL: pipeline.MySQLSpec{Table: "t", Mode: "merge", BatchRows: 1}}, "--mysql-mode must be"},
+		{"mysql upsert parallel without key", pipeline.Job{Source: "in", Sink: "mysql://x", State: "st", Parallelism: 2, MySQL: pipeline.MySQLSpec{Table: "t", Mode: "upsert", BatchRows: 1}}, "needs --mysql-key"},
+		{"http valid", pipeline.Job{Source: "in", Sink: "http://h/p", State: "st", Parallelism: 1, HTTP: validHTTP(), Given: given("job")}, ""},
+		{"file flag on http", pipeline.Job{Source: "in", Sink: "http://h/p", State: "st", Parallelism: 1, HTTP: validHTTP(), Given: given("prefix")}, "--prefix does not apply to an http(s):// sink"},
+		{"http exactly-once", pipeline.Job{Source: "in", Sink: "https://h/p", State: "st", Parallelism: 1, HTTP: validHTTP(), Guarantee: pipeline.ExactlyOnce}, "an HTTP endpoint has no transaction"},
+		{"http at-most-once retries", pipeline.Job{Source: "in", Sink: "http://h/p", State: "st", Parallelism: 1, HTTP: validHTTP(), Guarantee: pipeline.AtMostOnce, Given: given("http-retries")}, "--http-retries must be 1"},
+		{"http workers", pipeline.Job{Source: "in", Sink: "http://h/p", State: "st", Parallelism: 1}, "--http-workers must be at least 1"},
+	}
+	for _, c := range cases {
+		err := c.job.Validate()
+		var se *pipeline.SpecError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: Validate = %v; want nil", c.name, err)
+		case c.want != "" && (!errors.As(err, &se) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: Validate = %v; want a SpecError containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestJobMemoryLimit(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	cases := []struct {
+		format, limit string
+		budget, want  int64
+	}{
+		{"jsonl", "auto", 64 << 20, 0},
+		{"parquet", "auto", 64 << 20, 64 << 20 * pipeline.BulkHeapFactor},
+		{"arrow", "", 1 << 20, pipeline.MinAutoMemoryLimit},
+		{"parquet", "none", 64 << 20, 0},
+		{"jsonl", "1GiB", 64 << 20, 1 << 30},
+	}
+	for _, c := range cases {
+		j := pipeline.Job{Format: c.format, MemoryLimit: c.limit, BufferBudget: c.budget}
+		got, err := j.MemoryLimitBytes()
+		if err != nil || got != c.want {
+			t.Errorf("%s %q budget %d: MemoryLimitBytes = %d, %v; want %d", c.format, c.limit, c.budget, got, err, c.want)
+		}
+	}
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	j := pipeline.Job{Format: "parquet", MemoryLimit: "auto", BufferBudget: 64 << 20}
+	if got, err := j.MemoryLimitBytes(); got != 0 || err != nil {
+		t.Errorf("with GOMEMLIMIT set: MemoryLimitBytes = %d, %v; want 0 (the runtime's)", got, err)
+	}
+}
+
+func TestJobGuarantee(t *testing.T) {
+	for _, c := range []struct {
+		sink, g string
+		want    async.Guarantee
+		onRoll  bool
+	}{
+		{"http://h/p", "", async.AtLeastOnce, false},
+		{"http://h/p", pipeline.AtMostOnce, async.AtMostOnce, false},
+		{"out", pipeline.AtLeastOnce, async.AtLeastOnce, true},
+		{"s3://b/p", pipeline.AtLeastOnce, async.AtLeastOnce, true},
+		{"out", pipeline.ExactlyOnce, 0, false},
+	} {
+		j := pipeline.Job{Sink: c.sink, Guarantee: c.g}
+		got, err := j.DeliveryGuarantee()
+		if err != nil || got != c.want || j.PublishOnRoll() != c.onRoll {
+			t.Errorf("%s %q: DeliveryGuarantee = %v, %v, PublishOnRoll %v; want %v, %v", c.sink, c.g, got, err, j.PublishOnRoll(), c.want, c.onRoll)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/filesink/filesink/vfs"
+)
+
+// JobStore is a Store that also keeps, beside its records, the id of the
+// job whose records it holds: the name of the job's external transactions
+// (the MySQL sink's XA branches) and of its idempotency keys (the HTTP
+// sink's), which must survive restarts and moves of the store. DirStore
+// and the S3 store (committer/s3) are JobStores.
+type JobStore interface {
+	Store
+	// JobID returns the job id kept in the store, "" if none is.
+	JobID(ctx context.Context) (string, error)
+	// SetJobID keeps id in the store. A nil error guarantees that id is
+	// durable. It never replaces a kept id: if one is kept (written
+	// meanwhile by another run), it must equal id, else the error is a
+	// *JobIDError.
+	SetJobID(ctx context.Context, id string) error
+	// JobIDLocation names where the id is kept, for messages
+	// ("/state/JOB", "s3://bucket/prefix/JOB").
+	JobIDLocation() string
+}
+
+// JobFile is the name of the file (object) beside the records that keeps
+// the job id: its content is the id and a newline.
+const JobFile = "JOB"
+
+// JobIDError reports a job id that differs from the one kept in a store.
+type JobIDError struct {
+	Location string // where the kept id is (JobStore.JobIDLocation)
+	Kept     string // the id kept in the store
+	Given    string // the other id
+	// Meanwhile is set when the kept id was written while SetJobID wrote
+	// Given (by another run), rather than found by KeepJobID.
+	Meanwhile bool
+}
+
+func (e *JobIDError) Error() string {
+	if e.Meanwhile {
+		return fmt.Sprintf("job id: %s was written meanwhile with job id %q, not %q", e.Location, e.Kept, e.Given)
+	}
+	return fmt.Sprintf("job id %q differs from the job id %q kept in %s", e.Given, e.Kept, e.Location)
+}
+
+// KeepJobID returns the job id of the store s: the kept one if there is
+// one, else explicit if it is not "", else derive(); an id not yet kept is
+// kept in s (SetJobID) before KeepJobID returns it. An explicit id that
+// differs from the kept one is a *JobIDError: the external transactions
+// named by the kept id would be left behind. The caller holds the store
+// (an open DirStore holds its directory's lock).
+func KeepJobID(ctx context.Context, s JobStore, explicit string, derive func() (string, error)) (string, error) {
+	kept, err := s.JobID(ctx)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case kept != "" && explicit != "" && kept != explicit:
+		return "", &JobIDError{Location: s.JobIDLocation(), Kept: kept, Given: explicit}
+	case kept != "":
+		return kept, nil
+	}
+	id := explicit
+	if id == "" {
+		if id, err = derive(); err != nil {
+			return "", err
+		}
+	}
+	if err := s.SetJobID(ctx, id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// ParseJobID reads the content of a JOB file: the id, trimmed. An empty
+// one is an error naming location.
+func ParseJobID(location string, b []byte) (string, error) {
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", fmt.Errorf("job id: %s is empty", location)
+	}
+	return id, nil
+}
+
+var _ JobStore = (*DirStore)(nil)
+
+// JobIDLocation implements JobStore: DIR/JOB.
+func (s *DirStore) JobIDLocation() string { return filepath.Join(s.dir, JobFile) }
+
+// JobID implements JobStore: the id in DIR/JOB.
+func (s *DirStore) JobID(ctx context.Context) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	b, err := vfs.ReadFile(s.fs, s.JobIDLocation())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("job id: %w", err)
+	}
+	return ParseJobID(s.JobIDLocation(), b)
+}
+
+// SetJobID implements JobStore: DIR/JOB is written as a record is (a
+// synced temp file, a no-replace rename, a directory fsync).
+func (s *DirStore) SetJobID(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.writable(); err != nil {
+		return err
+	}
+	name := s.JobIDLocation()
+	tmp := filepath.Join(s.dir, "."+JobFile+".tmp")
+	fail := func(err error) error {
+		_ = s.fs.Remove(tmp)
+		return fmt.Errorf("job id: keep it in %s: %w", name, err)
+	}
+	if err := s.fs.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail(err)
+	}
+	if err := vfs.WriteFileSync(s.fs, tmp, []byte(id+"\n")); err != nil {
+		return fail(err)
+	}
+	if err := s.fs.RenameNoReplace(tmp, name); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return fail(err)
+		}
+		_ = s.fs.Remove(tmp)
+		kept, rerr := s.JobID(ctx)
+		if rerr != nil {
+			return rerr
+		}
+		if kept != id {
+			return &JobIDError{Location: name, Kept: kept, Given: id, Meanwhile: true}
+		}
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fail(err)
+	}
+	return nil
+}
