@@ -193,7 +193,7 @@ type part struct {
 	// (the I/O goroutine, or the one the part is lent to).
 	size      atomic.Int64
 	fileSize  int64
-	full      atomic.Bool     // pw is a driver.Limited that must roll
+	full      atomic.Bool     // pw.MustRoll returned true
 	resumable json.RawMessage // result of the last Persist
 
 	// Bulk parts only (WithBulkFormat; dead-letter parts are rows).
@@ -255,7 +255,7 @@ func (p *part) writeOut(b []byte, comp Compression, queued int64) error {
 	before := p.fileSize
 	p.fileSize = p.pw.Size()
 	p.size.Add(p.fileSize - before - queued)
-	if l, ok := p.pw.(driver.Limited); ok && l.MustRoll() {
+	if p.pw.MustRoll() {
 		p.full.Store(true)
 	}
 	return err
@@ -880,43 +880,66 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 
 // PrepareAsync implements committer.AsyncPreparer. At the barrier it writes
 // out every buffer, starts closing the parts the policy (or final) says to
-// roll, and persists the others: where the backend's part writer is a
-// driver.AsyncPersister (S3 uploads, local fsyncs) it only starts the
-// persist, otherwise it persists at once, 16 files at a time. The returned
-// function waits for the closes and persists and returns the open parts'
-// resumables as state and the rolled parts (since the last checkpoint) as
-// committables. It touches only what the barrier handed over, so Write and
-// Tick may run while it waits.
+// roll, and starts persisting the others (driver.PartWriter.PersistAsync:
+// S3 uploads, local fsyncs). The returned function waits for the closes
+// and persists and returns the open parts' resumables as state and the
+// rolled parts (since the last checkpoint) as committables. It touches
+// only what the barrier handed over, so Write and Tick may run while it
+// waits.
 func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(context.Context) (committer.Snapshot, error), error) {
-	type job struct {
-		b     *bucket
-		p     *part
-		size  int64
-		wait  func(context.Context) (json.RawMessage, error)
-		out   json.RawMessage
-		entry entry
+	if err := w.flushAll(ctx); err != nil {
+		return nil, err
 	}
-	var jobs []*job // open parts, in bucket order
+	jobs, err := w.persistOpen(ctx, final)
+	if err != nil {
+		return nil, err
+	}
+	rolled := w.rolled
+	w.rolled = nil
+	w.forgetIdle()
+	return func(ctx context.Context) (committer.Snapshot, error) {
+		return prepared(ctx, jobs, rolled)
+	}, nil
+}
+
+// persistJob is an open part being persisted by a PrepareAsync.
+type persistJob struct {
+	b     *bucket
+	p     *part
+	size  int64
+	wait  func(context.Context) (json.RawMessage, error)
+	out   json.RawMessage
+	entry entry
+}
+
+// flushAll closes the bulk parts (a footer cannot be resumed: every bulk
+// part rolls at a checkpoint) and writes out the buffers of the others,
+// and waits for the I/O queue.
+func (w *Writer) flushAll(ctx context.Context) error {
 	for _, b := range w.sorted() {
 		if b.part == nil {
 			continue
 		}
 		if w.isBulk(b) {
-			// A footer cannot be resumed: every bulk part rolls.
 			if err := w.closeBulk(b); err != nil {
-				return nil, err
+				return err
 			}
 			if b.part == nil {
 				continue
 			}
 		}
 		if err := w.flush(ctx, b); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := w.io.wait(); err != nil {
-		return nil, err
-	}
+	return w.io.wait()
+}
+
+// persistOpen starts closing the parts that roll at this checkpoint and
+// starts persisting the others, returned in bucket order. Parts unchanged
+// since their last persist keep their resumable.
+func (w *Writer) persistOpen(ctx context.Context, final bool) ([]*persistJob, error) {
+	var jobs []*persistJob
 	for _, b := range w.sorted() {
 		if b.part == nil {
 			continue
@@ -929,39 +952,25 @@ func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(
 			w.closeInBackground(ctx, b)
 			continue
 		}
-		jobs = append(jobs, &job{b: b, p: b.part, size: b.part.pw.Size(), out: b.part.resumable})
+		jobs = append(jobs, &persistJob{b: b, p: b.part, size: b.part.pw.Size(), out: b.part.resumable})
 	}
-	// Parts unchanged since their last Persist keep their resumable.
-	var sync []*job
 	for _, j := range jobs {
-		if j.out != nil && j.size == j.p.persisted {
-			continue
-		}
-		j.out = nil
-		if ap, ok := j.p.pw.(driver.AsyncPersister); ok {
-			wait, err := ap.PersistAsync(ctx)
+		if j.out == nil || j.size != j.p.persisted {
+			j.out = nil
+			wait, err := j.p.pw.PersistAsync(ctx)
 			if err != nil {
 				return nil, err
 			}
 			j.wait = wait
-			continue
 		}
-		sync = append(sync, j)
-	}
-	err := parallel(ctx, len(sync), syncParallelism, func(i int) error {
-		var err error
-		sync[i].out, err = sync[i].p.pw.Persist(ctx)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, j := range jobs {
 		j.entry = entry{DeadLetter: j.b.key.dl, Bucket: j.b.key.path, Stats: j.p.stats.snapshot(j.size)}
 	}
-	rolled := w.rolled
-	w.rolled = nil
-	// Forget buckets with nothing open: memory follows the open buckets.
+	return jobs, nil
+}
+
+// forgetIdle forgets the buckets with nothing open: memory follows the
+// open buckets.
+func (w *Writer) forgetIdle() {
 	w.last = nil
 	for k, b := range w.buckets {
 		if b.part == nil {
@@ -969,82 +978,46 @@ func (w *Writer) PrepareAsync(ctx context.Context, id uint64, final bool) (func(
 			delete(w.buckets, k)
 		}
 	}
-	return func(ctx context.Context) (committer.Snapshot, error) {
-		var st state
-		for _, j := range jobs {
-			if j.wait != nil {
-				out, err := j.wait(ctx)
-				if err != nil {
-					return committer.Snapshot{}, err
-				}
-				j.out = out
-			}
-			// Read by the next PrepareAsync and by Sweep, which run after
-			// this function has returned.
-			j.p.resumable, j.p.persisted = j.out, j.size
-			j.entry.Part = j.out
-			st.Parts = append(st.Parts, j.entry)
-		}
-		var snap committer.Snapshot
-		for _, c := range rolled {
-			data, err := c.committable(ctx)
-			if err != nil {
-				return committer.Snapshot{}, err
-			}
-			snap.Committables = append(snap.Committables, data)
-		}
-		if len(st.Parts) > 0 {
-			s, err := json.Marshal(st)
-			if err != nil {
-				return committer.Snapshot{}, err
-			}
-			snap.State = s
-		}
-		return snap, nil
-	}, nil
 }
 
-// syncParallelism bounds the fsyncs a Prepare runs at once.
+// prepared waits for the persists of jobs and the closes of rolled and
+// returns the checkpoint's snapshot.
+func prepared(ctx context.Context, jobs []*persistJob, rolled []*closing) (committer.Snapshot, error) {
+	var st state
+	for _, j := range jobs {
+		if j.wait != nil {
+			out, err := j.wait(ctx)
+			if err != nil {
+				return committer.Snapshot{}, err
+			}
+			j.out = out
+		}
+		// Read by the next PrepareAsync and by Sweep, which run after
+		// this function has returned.
+		j.p.resumable, j.p.persisted = j.out, j.size
+		j.entry.Part = j.out
+		st.Parts = append(st.Parts, j.entry)
+	}
+	var snap committer.Snapshot
+	for _, c := range rolled {
+		data, err := c.committable(ctx)
+		if err != nil {
+			return committer.Snapshot{}, err
+		}
+		snap.Committables = append(snap.Committables, data)
+	}
+	if len(st.Parts) > 0 {
+		s, err := json.Marshal(st)
+		if err != nil {
+			return committer.Snapshot{}, err
+		}
+		snap.State = s
+	}
+	return snap, nil
+}
+
+// syncParallelism bounds the parts a Writer closes at once.
 const syncParallelism = 16
-
-// parallel runs f(0..n-1) on up to k goroutines and returns the first error.
-func parallel(ctx context.Context, n, k int, f func(i int) error) error {
-	if n <= 1 {
-		for i := range n {
-			if err := f(i); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var (
-		next  atomic.Int64
-		first error
-		once  sync.Once
-		wg    sync.WaitGroup
-	)
-	for range min(n, k) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
-}
 
 // Commit implements committer.Participant.
 func (w *Writer) Commit(ctx context.Context, committable json.RawMessage) error {
@@ -1110,7 +1083,7 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part, stats: stats}
 		p.fileSize = pw.Size()
 		p.size.Store(p.fileSize)
-		if l, ok := pw.(driver.Limited); ok && l.MustRoll() {
+		if pw.MustRoll() {
 			p.full.Store(true)
 		}
 		w.buckets[key] = &bucket{key: key, part: p}
@@ -1118,14 +1091,9 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 	return nil
 }
 
-// published reports whether target is a finished file of be (false if be
-// cannot tell).
+// published reports whether target is a finished file of be.
 func published(ctx context.Context, be driver.Backend, target string) bool {
-	fl, ok := be.(driver.FileLister)
-	if !ok {
-		return false
-	}
-	r, err := fl.OpenFile(ctx, target)
+	r, err := be.OpenFile(ctx, target)
 	if err != nil {
 		return false
 	}

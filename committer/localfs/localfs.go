@@ -63,10 +63,7 @@ func WithDirectIO(on bool) Option { return func(b *Backend) { b.direct = on } }
 // maxSyncs bounds the fsyncs that PersistAsync runs at once per backend.
 const maxSyncs = 16
 
-var (
-	_ driver.Backend = (*Backend)(nil)
-	_ driver.Auditor = (*Backend)(nil)
-)
+var _ driver.Backend = (*Backend)(nil)
 
 // New returns a backend publishing under root. fsys is usually vfs.OS{}
 // (direct I/O applies to the files of an fsys that are *os.File).
@@ -368,7 +365,7 @@ func (b *Backend) sameContent(x, y string) (bool, error) {
 	}
 }
 
-// Check implements driver.Auditor: nil when the target exists with the
+// Check implements driver.Output: nil when the target exists with the
 // recorded length and its staging file is gone.
 func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 	if err := ctx.Err(); err != nil {
@@ -391,7 +388,7 @@ func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 	return nil
 }
 
-// Scan implements driver.Auditor: it lists hidden in-progress files and
+// Scan implements driver.Output: it lists hidden in-progress files and
 // reports a visible file named like staging data (".inprogress").
 func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err error) {
 	err = b.walk(ctx, "", func(rel string, _ fs.DirEntry) error {
@@ -499,7 +496,7 @@ func (b *Backend) walk(ctx context.Context, rel string, fn func(string, fs.DirEn
 }
 
 // writer is an in-progress part file: a driver.PartWriter and
-// driver.AsyncPersister. Not safe for concurrent use, except that the
+// driver.PartWriter. Not safe for concurrent use, except that the
 // fsync started by PersistAsync runs beside the other methods.
 type writer struct {
 	b *Backend
@@ -534,7 +531,7 @@ type writer struct {
 	dirSynced bool
 }
 
-var _ driver.AsyncPersister = (*writer)(nil)
+var _ driver.PartWriter = (*writer)(nil)
 
 func (w *writer) broken() error {
 	w.mu.Lock()
@@ -695,7 +692,7 @@ func (w *writer) syncData() error {
 	return nil
 }
 
-// PersistAsync implements driver.AsyncPersister: it records the length
+// PersistAsync implements driver.PartWriter: it records the length
 // written so far and starts the fsync on a goroutine of its own (at most
 // 16 per backend at once), so that writing goes on beside it. The returned
 // function waits for the fsync; a nil error from it means the recorded
@@ -735,6 +732,10 @@ func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
 	}
 	return json.Marshal(r)
 }
+
+// MustRoll implements driver.PartWriter: a file has no limit that
+// rolling must respect.
+func (w *writer) MustRoll() bool { return false }
 
 func (w *writer) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
 	r, err := w.sync(ctx)

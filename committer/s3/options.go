@@ -93,7 +93,7 @@ func WithPartSize(n int64) Option { return optionFunc(func(o *options) { o.partS
 func WithConcurrency(n int) Option { return optionFunc(func(o *options) { o.concurrency = n }) }
 
 // WithMaxParts lowers the number of parts after which a writer asks the file
-// sink to roll the part file (driver.Limited; default and maximum
+// sink to roll the part file (driver.PartWriter.MustRoll; default and maximum
 // MaxParts). Tests use it to reach the limit with little data.
 func WithMaxParts(n int) Option { return optionFunc(func(o *options) { o.maxParts = n }) }
 
