@@ -37,7 +37,7 @@ import (
 // which stays JSON lines. WithBulkFormat excludes WithEncoder and
 // WithCompression (the format compresses its own pages); New reports
 // either combination as an error.
-func WithBulkFormat(f BulkFormat) Option { return func(w *Writer) { w.bulk = f } }
+func WithBulkFormat(f BulkFormat) Option { return optionFunc(func(c *config) { c.bulk = f }) }
 
 // bulkFlushAt is the size from which the bytes a bulk writer produced are
 // handed to the I/O goroutine after the call that produced them.

@@ -36,48 +36,98 @@ const (
 	maxFlush = 4 << 20
 )
 
-// Option configures a Writer.
-type Option func(*Writer)
+// Option configures a Writer: a value of this sealed interface, made by
+// the With functions of this package and validated, with the others, once
+// by New.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is what the options set; New validates it.
+type config struct {
+	dl     driver.Backend
+	enc    Encoder
+	encSet bool       // WithEncoder was given
+	bulk   BulkFormat // nil: the row format enc
+	comp   Compression
+	assign bucketing.Assigner
+	policy RollingPolicy
+	prefix string
+	suffix *string
+	budget int64
+	now    func() time.Time
+	log    *slog.Logger
+	runID  string
+	dense  *int64 // WithDenseOrigins
+	// publishOnRoll: WithPublishOnRoll.
+	publishOnRoll bool
+}
+
+func defaultConfig() config {
+	return config{enc: JSONLines{}, assign: bucketing.BasePath(), policy: NewDefaultPolicy(), prefix: "part",
+		budget: DefaultBufferBudget, now: time.Now, log: slog.New(slog.DiscardHandler)}
+}
+
+// validate returns the first invalid setting, or nil.
+func (c *config) validate() error {
+	switch {
+	case c.enc == nil || c.assign == nil || c.policy == nil || c.now == nil:
+		return errors.New("filesink: nil encoder, assigner, rolling policy or clock")
+	case c.log == nil:
+		return errors.New("filesink: nil logger")
+	case c.budget < minFlush:
+		return fmt.Errorf("filesink: buffer budget %d is below the minimum %d", c.budget, minFlush)
+	case c.bulk != nil && c.encSet:
+		return errors.New("filesink: both a row encoder (WithEncoder) and a bulk format (WithBulkFormat) are set")
+	case c.bulk != nil && c.comp != nil:
+		return errors.New("filesink: a bulk format compresses its own pages: WithCompression does not apply to it (use the format's compression option)")
+	case c.prefix == "" || c.prefix[0] == '.' || c.prefix[0] == '_' || strings.ContainsAny(c.prefix, "/\\\x00"):
+		return fmt.Errorf("filesink: invalid part prefix %q (must not be empty, contain '/' or start with '.' or '_')", c.prefix)
+	}
+	return nil
+}
 
 // WithEncoder sets the row format (default JSONLines).
-func WithEncoder(e Encoder) Option { return func(w *Writer) { w.enc, w.encSet = e, true } }
+func WithEncoder(e Encoder) Option { return optionFunc(func(c *config) { c.enc, c.encSet = e, true }) }
 
 // WithCompression sets the compression (default none); see NewCompression.
-func WithCompression(c Compression) Option { return func(w *Writer) { w.comp = c } }
+func WithCompression(comp Compression) Option { return optionFunc(func(c *config) { c.comp = comp }) }
 
 // WithAssigner sets the bucket assigner (default bucketing.BasePath()).
-func WithAssigner(a bucketing.Assigner) Option { return func(w *Writer) { w.assign = a } }
+func WithAssigner(a bucketing.Assigner) Option { return optionFunc(func(c *config) { c.assign = a }) }
 
 // WithRollingPolicy sets the rolling policy (default NewDefaultPolicy()).
-func WithRollingPolicy(p RollingPolicy) Option { return func(w *Writer) { w.policy = p } }
+func WithRollingPolicy(p RollingPolicy) Option { return optionFunc(func(c *config) { c.policy = p }) }
 
 // WithPrefix sets the part file prefix (default "part"). Two sinks sharing
 // an output directory must use prefixes where neither is a prefix of the
 // other.
-func WithPrefix(p string) Option { return func(w *Writer) { w.prefix = p } }
+func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
 
 // WithSuffix overrides the part file suffix (default: the format's extension
 // plus the compression's).
-func WithSuffix(s string) Option { return func(w *Writer) { w.suffix = &s } }
+func WithSuffix(s string) Option { return optionFunc(func(c *config) { c.suffix = &s }) }
 
 // WithBufferBudget bounds the bytes buffered across all open buckets of this
 // writer (default DefaultBufferBudget).
-func WithBufferBudget(n int64) Option { return func(w *Writer) { w.budget = n } }
+func WithBufferBudget(n int64) Option { return optionFunc(func(c *config) { c.budget = n }) }
 
 // WithClock sets the processing-time clock (default time.Now).
-func WithClock(now func() time.Time) Option { return func(w *Writer) { w.now = now } }
+func WithClock(now func() time.Time) Option { return optionFunc(func(c *config) { c.now = now }) }
 
 // WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(w *Writer) { w.log = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }
 
 // WithRunID fixes the per-run writer id used in part names (default: 8
 // random hex digits per start). Only tests should set it.
-func WithRunID(id string) Option { return func(w *Writer) { w.runID = id } }
+func WithRunID(id string) Option { return optionFunc(func(c *config) { c.runID = id }) }
 
 // WithDeadLetter makes bad records go, as JSON lines
 // {"origin","error","record"}, to part files published through dl with the
 // same protocol (exactly once) instead of failing the write.
-func WithDeadLetter(dl driver.Backend) Option { return func(w *Writer) { w.dl = dl } }
+func WithDeadLetter(dl driver.Backend) Option { return optionFunc(func(c *config) { c.dl = dl }) }
 
 // WithPublishOnRoll makes the writer publish a part file as soon as it
 // rolls, without waiting for the checkpoint that covers it: records become
@@ -86,13 +136,13 @@ func WithDeadLetter(dl driver.Backend) Option { return func(w *Writer) { w.dl = 
 // already in a file published early are then written twice. The part is
 // still handed to the next checkpoint (its commit there is a verified
 // no-op), so its manifest lists it.
-func WithPublishOnRoll() Option { return func(w *Writer) { w.publishOnRoll = true } }
+func WithPublishOnRoll() Option { return optionFunc(func(c *config) { c.publishOnRoll = true }) }
 
 // WithDenseOrigins tells the writer that every input of its source numbers
 // its records without gaps from start (source.Origin.Num: the lines of a
 // file from 1, the generator's ids from 0; not Kafka offsets). The commit
 // manifests say so, and the auditor then also reports lost numbers.
-func WithDenseOrigins(start int64) Option { return func(w *Writer) { w.dense = &start } }
+func WithDenseOrigins(start int64) Option { return optionFunc(func(c *config) { c.dense = &start }) }
 
 // Stats are running totals of a Writer, safe to read concurrently.
 type Stats struct {
@@ -117,24 +167,9 @@ type Writer struct {
 	// and the map lookup was a tenth of the sink's own time per record.
 	last *bucket
 
+	config
 	backend driver.Backend
-	dl      driver.Backend
 	subtask int
-	enc     Encoder
-	encSet  bool       // WithEncoder was given
-	bulk    BulkFormat // nil: the row format enc
-	comp    Compression
-	assign  bucketing.Assigner
-	policy  RollingPolicy
-	prefix  string
-	suffix  *string
-	budget  int64
-	now     func() time.Time
-	log     *slog.Logger
-	runID   string
-	dense   *int64 // WithDenseOrigins
-	// publishOnRoll: WithPublishOnRoll.
-	publishOnRoll bool
 	// eventTimed is the assigner when it reads event times; recTime is
 	// the event time of the record being written.
 	eventTimed bucketing.EventTimed
@@ -277,33 +312,22 @@ type state struct {
 
 // New returns the Writer of subtask over backend.
 func New(backend driver.Backend, subtask int, opts ...Option) (*Writer, error) {
-	w := &Writer{
-		backend: backend, subtask: subtask, enc: JSONLines{}, assign: bucketing.BasePath(),
-		policy: NewDefaultPolicy(), prefix: "part", budget: DefaultBufferBudget,
-		now: time.Now, log: slog.New(slog.DiscardHandler), buckets: map[bucketKey]*bucket{},
-		closers: make(chan struct{}, syncParallelism),
-	}
+	cfg := defaultConfig()
 	for _, o := range opts {
-		o(w)
+		o.apply(&cfg)
 	}
-	w.eventTimed, _ = w.assign.(bucketing.EventTimed)
 	switch {
 	case backend == nil:
 		return nil, errors.New("filesink: nil backend")
 	case subtask < 0:
 		return nil, fmt.Errorf("filesink: negative subtask %d", subtask)
-	case w.enc == nil || w.assign == nil || w.policy == nil || w.now == nil:
-		return nil, errors.New("filesink: nil encoder, assigner, rolling policy or clock")
-	case w.budget < minFlush:
-		return nil, fmt.Errorf("filesink: buffer budget %d is below the minimum %d", w.budget, minFlush)
-	case w.bulk != nil && w.encSet:
-		return nil, errors.New("filesink: both a row encoder (WithEncoder) and a bulk format (WithBulkFormat) are set")
-	case w.bulk != nil && w.comp != nil:
-		return nil, errors.New("filesink: a bulk format compresses its own pages: WithCompression does not apply to it (use the format's compression option)")
 	}
-	if w.prefix == "" || w.prefix[0] == '.' || w.prefix[0] == '_' || strings.ContainsAny(w.prefix, "/\\\x00") {
-		return nil, fmt.Errorf("filesink: invalid part prefix %q (must not be empty, contain '/' or start with '.' or '_')", w.prefix)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
+	w := &Writer{config: cfg, backend: backend, subtask: subtask, buckets: map[bucketKey]*bucket{},
+		closers: make(chan struct{}, syncParallelism)}
+	w.eventTimed, _ = w.assign.(bucketing.EventTimed)
 	if w.runID == "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])

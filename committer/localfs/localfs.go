@@ -44,8 +44,18 @@ type Backend struct {
 	setDirect    func(f vfs.File, on bool) error
 }
 
-// Option configures a Backend.
-type Option func(*Backend)
+// Option configures a Backend: a value of this sealed interface, made by
+// the With functions of this package and applied by New.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is what the options set.
+type config struct {
+	direct bool
+}
 
 // WithDirectIO turns direct I/O of large writes on or off (the default):
 // with it, a part writer receiving writes of 256 KiB or more writes them
@@ -58,7 +68,7 @@ type Option func(*Backend)
 // every CPU busy (as a Parquet sink does on two cores), and the writer
 // then waits for it; buffered writes cost a copy and never wait
 // (BENCHMARKS.md). It pays where the page cache is what is scarce.
-func WithDirectIO(on bool) Option { return func(b *Backend) { b.direct = on } }
+func WithDirectIO(on bool) Option { return optionFunc(func(c *config) { c.direct = on }) }
 
 // maxSyncs bounds the fsyncs that PersistAsync runs at once per backend.
 const maxSyncs = 16
@@ -66,15 +76,19 @@ const maxSyncs = 16
 var _ driver.Backend = (*Backend)(nil)
 
 // New returns a backend publishing under root. fsys is usually vfs.OS{}
-// (direct I/O applies to the files of an fsys that are *os.File).
+// (direct I/O applies to the files of an fsys that are *os.File). It
+// returns no error: every value of every option is valid, and nothing is
+// touched before the first call.
 func New(fsys vfs.FS, root string, opts ...Option) *Backend {
+	var cfg config
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
 	b := &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
-		syncs: make(chan struct{}, maxSyncs), directBufs: make(chan *directSlot, maxDirect), setDirect: vfs.SetDirect}
+		syncs: make(chan struct{}, maxSyncs), directBufs: make(chan *directSlot, maxDirect), setDirect: vfs.SetDirect,
+		direct: cfg.direct}
 	for range maxDirect {
 		b.directBufs <- nil
-	}
-	for _, o := range opts {
-		o(b)
 	}
 	return b
 }
