@@ -368,8 +368,8 @@ func TestBulkBadRecord(t *testing.T) {
 		mustWrite(t, w, bulkRecord(0, "a", 0))
 		for _, rec := range []string{`{"key":"b"}`, `{"id":5,"key":"a","bad":true}`, `{"id":6,"key":"c",`} {
 			err := w.Write(ctx, []byte(rec), origin)
-			var bre *filesink.BadRecordError
-			if !errors.As(err, &bre) || !errors.Is(err, filesink.ErrBadRecord) {
+			var bre *source.BadRecordError
+			if !errors.As(err, &bre) || !errors.Is(err, source.ErrBadRecord) {
 				t.Fatalf("Write(%s) = %v, want a *BadRecordError", rec, err)
 			}
 			if !strings.Contains(err.Error(), "in/a.jsonl:7") || !strings.Contains(err.Error(), testjob.FakeBulkExt) {

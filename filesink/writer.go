@@ -361,7 +361,7 @@ func (w *Writer) namespace() string { return w.prefix + "-" + strconv.Itoa(w.sub
 
 // Write adds one record. origin names the record in errors ("in/a.jsonl:17").
 // record is not retained after Write returns.
-// A record that cannot be encoded or bucketed gives a *BadRecordError (or goes
+// A record that cannot be encoded or bucketed gives a *source.BadRecordError (or goes
 // to the dead-letter output when one is configured); any other error leaves
 // the Writer unusable until Restore.
 func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin) error {
@@ -483,7 +483,7 @@ func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, origi
 }
 
 func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, cause error, now time.Time) error {
-	berr := &BadRecordError{Origin: origin.String(), Err: cause}
+	berr := &source.BadRecordError{Origin: origin.String(), Err: cause}
 	if w.dl == nil {
 		return berr
 	}
