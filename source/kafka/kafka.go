@@ -125,43 +125,9 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 
 	cctx, cancel := context.WithTimeout(ctx, v.ConnectTimeout)
 	defer cancel()
-	md, err := s.adm.Metadata(cctx, v.Topics...)
+	exist, err := s.partitions(ctx, cctx, hook)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("kafka: connect to brokers %s: %w", strings.Join(v.Brokers, ","), ctx.Err())
-		}
-		if _, ok := errors.AsType[*kerr.Error](err); ok {
-			// The brokers answered, with an error (authorization...).
-			return nil, fmt.Errorf("kafka: metadata of topics %s from brokers %s: %w", strings.Join(v.Topics, ","), strings.Join(v.Brokers, ","), err)
-		}
-		if last := hook.lastErr(); last != nil && cctx.Err() != nil {
-			err = last
-		}
-		ue := &UnreachableError{Brokers: v.Brokers, Timeout: v.ConnectTimeout, Err: err}
-		if v.SASL != nil {
-			ue.Hint = "or SASL authentication as " + strconv.Quote(v.SASL.User) + " with " + strings.ToUpper(v.SASL.Mechanism) + " failed"
-		}
-		return nil, ue
-	}
-	// The partitions that exist now.
-	exist := make(map[tp]bool)
-	for _, t := range v.Topics {
-		td, ok := md.Topics[t]
-		if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-			return nil, &UnknownTopicError{Topic: t, Partition: -1, Brokers: v.Brokers}
-		}
-		if td.Err != nil {
-			return nil, fmt.Errorf("kafka: topic %s on brokers %s: %w", t, strings.Join(v.Brokers, ","), td.Err)
-		}
-		s.topicID[t] = td.ID
-		for p := range td.Partitions {
-			exist[tp{t, p}] = true
-		}
-		for _, p := range v.Partitions {
-			if !exist[tp{t, p}] {
-				return nil, &UnknownTopicError{Topic: t, Partition: p, Brokers: v.Brokers}
-			}
-		}
+		return nil, err
 	}
 	want := func(p int32) bool { return len(v.Partitions) == 0 || slices.Contains(v.Partitions, p) }
 
@@ -183,7 +149,62 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 		}
 	}
 
-	// The consumer, at exactly the positions' offsets.
+	if err := s.startConsumer(opts); err != nil {
+		return nil, err
+	}
+	s.desc = s.describe(resume)
+	return s, nil
+}
+
+// partitions checks the configured topics and partitions against the
+// brokers' metadata (fetched within cctx; ctx is the caller's) and returns
+// the partitions that exist now.
+func (s *Source) partitions(ctx, cctx context.Context, hook *connHook) (map[tp]bool, error) {
+	v := s.cfg
+	md, err := s.adm.Metadata(cctx, v.Topics...)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("kafka: connect to brokers %s: %w", strings.Join(v.Brokers, ","), ctx.Err())
+		}
+		if _, ok := errors.AsType[*kerr.Error](err); ok {
+			// The brokers answered, with an error (authorization...).
+			return nil, fmt.Errorf("kafka: metadata of topics %s from brokers %s: %w", strings.Join(v.Topics, ","), strings.Join(v.Brokers, ","), err)
+		}
+		if last := hook.lastErr(); last != nil && cctx.Err() != nil {
+			err = last
+		}
+		ue := &UnreachableError{Brokers: v.Brokers, Timeout: v.ConnectTimeout, Err: err}
+		if v.SASL != nil {
+			ue.Hint = "or SASL authentication as " + strconv.Quote(v.SASL.User) + " with " + strings.ToUpper(v.SASL.Mechanism) + " failed"
+		}
+		return nil, ue
+	}
+	exist := make(map[tp]bool)
+	for _, t := range v.Topics {
+		td, ok := md.Topics[t]
+		if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+			return nil, &UnknownTopicError{Topic: t, Partition: -1, Brokers: v.Brokers}
+		}
+		if td.Err != nil {
+			return nil, fmt.Errorf("kafka: topic %s on brokers %s: %w", t, strings.Join(v.Brokers, ","), td.Err)
+		}
+		s.topicID[t] = td.ID
+		for p := range td.Partitions {
+			exist[tp{t, p}] = true
+		}
+		for _, p := range v.Partitions {
+			if !exist[tp{t, p}] {
+				return nil, &UnknownTopicError{Topic: t, Partition: p, Brokers: v.Brokers}
+			}
+		}
+	}
+	return exist, nil
+}
+
+// startConsumer starts the consumer of the partitions not done, at exactly
+// the positions' offsets, with the client options opts.
+func (s *Source) startConsumer(opts []kgo.Opt) error {
+	v := s.cfg
 	consume := make(map[string]map[int32]kgo.Offset)
 	for _, p := range s.parts {
 		if p.done {
@@ -208,13 +229,13 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 			// data race the race detector reports in our tests).
 			kgo.DisableFetchSessions(),
 		)
+		var err error
 		if s.cl, err = kgo.NewClient(copts...); err != nil {
-			return nil, fmt.Errorf("kafka: new consumer: %w", err)
+			return fmt.Errorf("kafka: new consumer: %w", err)
 		}
 	}
 
-	s.desc = s.describe(resume)
-	return s, nil
+	return nil
 }
 
 // firstStart resolves the start (and, bounded, the end) offsets of every

@@ -64,151 +64,202 @@ func ParseURI(uri string) (Config, error) {
 	if strings.Contains(strings.Trim(path, "/"), "/") {
 		return c, bad("one path segment of comma-separated topics, got %q", path)
 	}
-	var user, pass string
-	var userSet, passSet bool
+	var cr credentials
 	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		info := authority[:at]
+		if problem := cr.parseUserInfo(authority[:at]); problem != "" {
+			return c, bad("%s", problem)
+		}
 		authority = authority[at+1:]
-		u, p, hasPass := strings.Cut(info, ":")
-		var err error
-		if user, err = url.PathUnescape(u); err != nil || user == "" {
-			return c, bad("bad user in user info")
-		}
-		userSet = true
-		if hasPass {
-			if pass, err = url.PathUnescape(p); err != nil {
-				return c, bad("bad percent-encoding in the password")
-			}
-			passSet = true
-		}
 	}
 	if authority == "" {
 		return c, bad("no brokers")
 	}
-	var errs []error
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return c, bad("query: %v", err)
+	}
+	p := &uriQuery{q: q}
+	p.brokersAndTopics(&c, authority, path)
+	p.check()
+	p.fetch(&c)
+	p.tls(&c)
+	p.sasl(&c, cr)
+	if len(p.errs) > 0 {
+		slices.SortFunc(p.errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return c, bad("%v", errors.Join(p.errs...))
+	}
+	if _, err := c.validate(); err != nil {
+		return c, bad("%v", err)
+	}
+	return c, nil
+}
+
+// credentials are the SASL user and password of a URI.
+type credentials struct {
+	user, pass       string
+	userSet, passSet bool
+}
+
+// parseUserInfo reads USER[:PASSWORD] (percent-encoded); it returns what is
+// wrong with it, or "".
+func (cr *credentials) parseUserInfo(info string) string {
+	u, p, hasPass := strings.Cut(info, ":")
+	var err error
+	if cr.user, err = url.PathUnescape(u); err != nil || cr.user == "" {
+		return "bad user in user info"
+	}
+	cr.userSet = true
+	if hasPass {
+		if cr.pass, err = url.PathUnescape(p); err != nil {
+			return "bad percent-encoding in the password"
+		}
+		cr.passSet = true
+	}
+	return ""
+}
+
+// uriQuery reads the parameters of a kafka:// URI into a Config, collecting
+// every problem in errs.
+type uriQuery struct {
+	q    url.Values
+	errs []error
+}
+
+func (p *uriQuery) add(err error) { p.errs = append(p.errs, err) }
+
+func (p *uriQuery) get(k string) (string, bool) {
+	if v, ok := p.q[k]; ok && len(v) > 0 {
+		return v[0], true
+	}
+	return "", false
+}
+
+func (p *uriQuery) getBool(k string) bool {
+	v, ok := p.get(k)
+	if !ok {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.add(fmt.Errorf("%s %q: want true or false", k, v))
+	}
+	return b
+}
+
+// brokersAndTopics reads the authority (without user info) and the path.
+func (p *uriQuery) brokersAndTopics(c *Config, authority, path string) {
 	for _, b := range strings.Split(authority, ",") {
 		host, port, err := splitHostPort(b)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("broker %q: %v", b, err))
+			p.add(fmt.Errorf("broker %q: %v", b, err))
 			continue
 		}
 		c.Brokers = append(c.Brokers, host+":"+port)
 	}
 	for _, t := range strings.Split(strings.Trim(path, "/"), ",") {
 		if !topicRE.MatchString(t) {
-			errs = append(errs, fmt.Errorf("topic %q: not a valid Kafka topic name", t))
+			p.add(fmt.Errorf("topic %q: not a valid Kafka topic name", t))
 			continue
 		}
 		c.Topics = append(c.Topics, t)
 	}
+}
 
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return c, bad("query: %v", err)
-	}
-	for k, v := range q {
+// check reports unknown and repeated parameters.
+func (p *uriQuery) check() {
+	for k, v := range p.q {
 		if !slices.Contains(uriParams, k) {
-			errs = append(errs, fmt.Errorf("unknown parameter %q (known: %s)", k, strings.Join(uriParams, ", ")))
+			p.add(fmt.Errorf("unknown parameter %q (known: %s)", k, strings.Join(uriParams, ", ")))
 		} else if len(v) > 1 {
-			errs = append(errs, fmt.Errorf("parameter %q given %d times", k, len(v)))
+			p.add(fmt.Errorf("parameter %q given %d times", k, len(v)))
 		}
 	}
-	get := func(k string) (string, bool) {
-		if v, ok := q[k]; ok && len(v) > 0 {
-			return v[0], true
-		}
-		return "", false
-	}
-	getBool := func(k string) bool {
-		v, ok := get(k)
-		if !ok {
-			return false
-		}
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: want true or false", k, v))
-		}
-		return b
-	}
-	if v, ok := get("partitions"); ok {
+}
+
+// fetch reads what to read and how: partitions, start, bounded, group,
+// client_id, connect_timeout, fetch_max_bytes.
+func (p *uriQuery) fetch(c *Config) {
+	if v, ok := p.get("partitions"); ok {
 		for _, s := range strings.Split(v, ",") {
 			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
 			if err != nil || n < 0 {
-				errs = append(errs, fmt.Errorf("partitions %q: want comma-separated integers >= 0", v))
+				p.add(fmt.Errorf("partitions %q: want comma-separated integers >= 0", v))
 				break
 			}
 			c.Partitions = append(c.Partitions, int32(n))
 		}
 	}
-	if v, ok := get("start"); ok {
+	if v, ok := p.get("start"); ok {
 		if _, err := parseStart(v); err != nil {
-			errs = append(errs, err)
+			p.add(err)
 		}
 		c.Start = v
 	}
-	c.Bounded = getBool("bounded")
-	c.Group, _ = get("group")
-	c.ClientID, _ = get("client_id")
-	if v, ok := get("connect_timeout"); ok {
+	c.Bounded = p.getBool("bounded")
+	c.Group, _ = p.get("group")
+	c.ClientID, _ = p.get("client_id")
+	if v, ok := p.get("connect_timeout"); ok {
+		var err error
 		if c.ConnectTimeout, err = time.ParseDuration(v); err != nil || c.ConnectTimeout <= 0 {
-			errs = append(errs, fmt.Errorf("connect_timeout %q: want a positive Go duration such as 10s", v))
+			p.add(fmt.Errorf("connect_timeout %q: want a positive Go duration such as 10s", v))
 		}
 	}
-	if v, ok := get("fetch_max_bytes"); ok {
+	if v, ok := p.get("fetch_max_bytes"); ok {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 1 {
-			errs = append(errs, fmt.Errorf("fetch_max_bytes %q: want an integer >= 1", v))
+			p.add(fmt.Errorf("fetch_max_bytes %q: want an integer >= 1", v))
 		}
 		c.FetchMaxBytes = int32(n)
 	}
-	tlsOn := getBool("tls")
+}
+
+// tls reads tls and the tls_* parameters.
+func (p *uriQuery) tls(c *Config) {
+	tlsOn := p.getBool("tls")
 	var t TLSConfig
-	t.CAFile, _ = get("tls_ca")
-	t.CertFile, _ = get("tls_cert")
-	t.KeyFile, _ = get("tls_key")
-	t.ServerName, _ = get("tls_server_name")
-	t.InsecureSkipVerify = getBool("tls_insecure")
-	if _, ok := get("tls"); ok && !tlsOn {
+	t.CAFile, _ = p.get("tls_ca")
+	t.CertFile, _ = p.get("tls_cert")
+	t.KeyFile, _ = p.get("tls_key")
+	t.ServerName, _ = p.get("tls_server_name")
+	t.InsecureSkipVerify = p.getBool("tls_insecure")
+	if _, ok := p.get("tls"); ok && !tlsOn {
 		if t != (TLSConfig{}) {
-			errs = append(errs, errors.New("tls=false contradicts the tls_* parameters"))
+			p.add(errors.New("tls=false contradicts the tls_* parameters"))
 		}
 	} else if tlsOn || t != (TLSConfig{}) {
 		c.TLS = &t
 	}
-	mech, hasMech := get("sasl")
-	if u, ok := get("sasl_user"); ok {
-		if userSet {
-			errs = append(errs, errors.New("user given both in the user info and in sasl_user"))
+}
+
+// sasl reads sasl, sasl_user and sasl_password_file, with cr from the user
+// info.
+func (p *uriQuery) sasl(c *Config, cr credentials) {
+	mech, hasMech := p.get("sasl")
+	if u, ok := p.get("sasl_user"); ok {
+		if cr.userSet {
+			p.add(errors.New("user given both in the user info and in sasl_user"))
 		}
-		user, userSet = u, true
+		cr.user, cr.userSet = u, true
 	}
-	if f, ok := get("sasl_password_file"); ok {
-		if passSet {
-			errs = append(errs, errors.New("password given both in the user info and in sasl_password_file"))
+	if f, ok := p.get("sasl_password_file"); ok {
+		if cr.passSet {
+			p.add(errors.New("password given both in the user info and in sasl_password_file"))
 		}
 		b, err := os.ReadFile(f)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("sasl_password_file: %v", err)) // names the file, not its content
+			p.add(fmt.Errorf("sasl_password_file: %v", err)) // names the file, not its content
 		}
-		pass, passSet = strings.TrimRight(string(b), "\r\n"), true
+		cr.pass, cr.passSet = strings.TrimRight(string(b), "\r\n"), true
 	}
 	switch {
 	case hasMech:
-		if !userSet {
-			errs = append(errs, fmt.Errorf("sasl=%s needs a user (kafka://USER:PASSWORD@HOST... or sasl_user)", mech))
+		if !cr.userSet {
+			p.add(fmt.Errorf("sasl=%s needs a user (kafka://USER:PASSWORD@HOST... or sasl_user)", mech))
 		}
-		c.SASL = &SASLConfig{Mechanism: strings.ToUpper(mech), User: user, Password: Secret(pass)}
-	case userSet || passSet:
-		errs = append(errs, errors.New("credentials given without sasl=plain|scram-sha-256|scram-sha-512"))
+		c.SASL = &SASLConfig{Mechanism: strings.ToUpper(mech), User: cr.user, Password: Secret(cr.pass)}
+	case cr.userSet || cr.passSet:
+		p.add(errors.New("credentials given without sasl=plain|scram-sha-256|scram-sha-512"))
 	}
-	if len(errs) > 0 {
-		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-		return c, bad("%v", errors.Join(errs...))
-	}
-	if _, err := c.validate(); err != nil {
-		return c, bad("%v", err)
-	}
-	return c, nil
 }
 
 // cutScheme removes "kafka://" (case-insensitive).
