@@ -663,7 +663,7 @@ func (w *Writer) shrink(ctx context.Context) error {
 
 // mustRoll reports whether b's part (of size bytes, before a record of n
 // bytes) has to roll: the policy says so, or the backend's writer is full
-// (driver.Limited). It runs for every record: the package's own
+// (driver.PartWriter.MustRoll). It runs for every record: the package's own
 // policies are asked through their concrete types, with only the fields
 // they read, instead of building a PartInfo (with the bucket's path and
 // two times) for calls through the interface.

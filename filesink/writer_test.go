@@ -1320,7 +1320,7 @@ func TestStats(t *testing.T) {
 	}
 }
 
-// gatedBackend's part writers are committer.AsyncPersisters whose persist
+// gatedBackend's part writers persist asynchronously: the persist
 // is taken at once (the length at the barrier) and reported only when the
 // gate opens, as an S3 upload would be.
 type gatedBackend struct {
