@@ -122,7 +122,9 @@ func brokenConnection(err error) aws.Ternary {
 // options are validated as New validates them; those that configure a
 // Backend or a Store are ignored. Credentials are resolved lazily by the
 // SDK on the first request; they never appear in an error this function
-// returns.
+// returns. A nil error means the options are valid and the configuration
+// chain was read; no request has been made. The client is safe for
+// concurrent use.
 func NewClient(ctx context.Context, opts ...Option) (*s3api.Client, error) {
 	cfg := defaultOptions()
 	for _, opt := range opts {
