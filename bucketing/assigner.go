@@ -127,7 +127,7 @@ func (a *dateTime) validate() error { return a.f.err }
 // ("2024-05-01T12:30:00Z", "2024-05-01T14:30:00.123+02:00"), or a JSON number
 // of milliseconds since the Unix epoch (a fraction is kept as sub-millisecond
 // time). The time must fall within the years 1 to 9999 in loc. Otherwise
-// Bucket returns a *FieldError (matching ErrBadRecord) that names the field
+// Bucket returns a *FieldError (matching source.ErrBadRecord) that names the field
 // and says why. The now argument is not used.
 func EventTime(field, layout string, loc *time.Location) Assigner {
 	return &eventTime{field: newFieldPath(field), f: newTimeFormat(layout, loc)}
@@ -214,7 +214,7 @@ func (f *fieldPath) scalar(v jsonValue) (string, error) {
 //
 // A missing field, null, an object, an array, an empty string or a value
 // that is not a valid path makes Bucket return a *FieldError (matching
-// ErrBadRecord; for an invalid path, also ErrInvalidBucket).
+// source.ErrBadRecord; for an invalid path, also ErrInvalidBucket).
 func Field(name string) Assigner { return &field{f: newFieldPath(name)} }
 
 type field struct{ f fieldPath }
@@ -256,7 +256,7 @@ const HiveDefaultPartition = "__HIVE_DEFAULT_PARTITION__"
 // the same characters. An empty string becomes HiveDefaultPartition.
 //
 // A missing field, null, an object or an array makes Bucket return a
-// *FieldError (matching ErrBadRecord). No names, an empty or duplicate name,
+// *FieldError (matching source.ErrBadRecord). No names, an empty or duplicate name,
 // or a name starting with '.' or '_' makes Bucket return an error matching
 // ErrInvalidSpec.
 func Hive(names ...string) Assigner {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/filesink/filesink/source"
 )
 
 var (
@@ -53,7 +55,7 @@ func checkResult(t *testing.T, got string, err error, want string, we *wantErr) 
 }
 
 func bad(contains ...string) *wantErr {
-	return &wantErr{is: []error{ErrBadRecord}, contains: contains}
+	return &wantErr{is: []error{source.ErrBadRecord}, contains: contains}
 }
 
 func badSpecErr(contains ...string) *wantErr {
@@ -216,8 +218,8 @@ func TestField(t *testing.T) {
 		{name: "array", field: "p", rec: `{"p":["a"]}`, err: bad("is an array")},
 		{name: "empty string", field: "p", rec: `{"p":""}`, err: bad("empty string")},
 		{name: "dot dot", field: "p", rec: `{"p":"../etc"}`,
-			err: &wantErr{is: []error{ErrBadRecord, ErrInvalidBucket}, contains: []string{`field "p"`, `"../etc"`, `".." component`}}},
-		{name: "absolute", field: "p", rec: `{"p":"/etc"}`, err: &wantErr{is: []error{ErrBadRecord, ErrInvalidBucket}, contains: []string{"absolute"}}},
+			err: &wantErr{is: []error{source.ErrBadRecord, ErrInvalidBucket}, contains: []string{`field "p"`, `"../etc"`, `".." component`}}},
+		{name: "absolute", field: "p", rec: `{"p":"/etc"}`, err: &wantErr{is: []error{source.ErrBadRecord, ErrInvalidBucket}, contains: []string{"absolute"}}},
 		{name: "underscore", field: "p", rec: `{"p":"_state"}`, err: &wantErr{is: []error{ErrInvalidBucket}, contains: []string{"'_'"}}},
 		{name: "hidden", field: "p", rec: `{"p":"a/.inprogress"}`, err: &wantErr{is: []error{ErrInvalidBucket}, contains: []string{"'.'"}}},
 		{name: "newline", field: "p", rec: `{"p":"a\nb"}`, err: &wantErr{is: []error{ErrInvalidBucket}, contains: []string{"control character"}}},
@@ -257,7 +259,7 @@ func TestHive(t *testing.T) {
 		{name: "missing", names: []string{"a", "b"}, rec: `{"a":1}`, err: bad(`field "b": missing`)},
 		{name: "null", names: []string{"a"}, rec: `{"a":null}`, err: bad(`field "a": is null`)},
 		{name: "array", names: []string{"a"}, rec: `{"a":[]}`, err: bad(`field "a": is an array`)},
-		{name: "too long", names: []string{"a"}, rec: `{"a":"` + strings.Repeat("x", 300) + `"}`, err: &wantErr{is: []error{ErrBadRecord, ErrInvalidBucket}, contains: []string{"longer than 255"}}},
+		{name: "too long", names: []string{"a"}, rec: `{"a":"` + strings.Repeat("x", 300) + `"}`, err: &wantErr{is: []error{source.ErrBadRecord, ErrInvalidBucket}, contains: []string{"longer than 255"}}},
 		{name: "no names", rec: `{}`, err: badSpecErr("at least one")},
 		{name: "duplicate", names: []string{"a", "a"}, rec: `{"a":1}`, err: badSpecErr("duplicate")},
 		{name: "underscore name", names: []string{"_a"}, rec: `{"_a":1}`, err: badSpecErr(`"_a"`, "'_'")},

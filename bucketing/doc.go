@@ -51,14 +51,14 @@
 //
 // All errors can be told apart with [errors.Is]:
 //
-//   - [ErrBadRecord]: this record cannot be bucketed (not a JSON object, the
+//   - [source.ErrBadRecord]: this record cannot be bucketed (not a JSON object, the
 //     field is missing, null, of the wrong type, or holds an unparseable time
 //     or an unusable path). The error is a [*FieldError] naming the field and
 //     the reason; the caller adds the record's origin (file and offset,
 //     Kafka partition and offset). Other records are not affected.
 //   - [ErrInvalidBucket]: a computed path failed [Sanitize]. The error is an
 //     [*InvalidBucketError] with the path and the reason. When the path came
-//     from a record's field, the error is also an ErrBadRecord.
+//     from a record's field, the error is also a source.ErrBadRecord.
 //   - [ErrInvalidSpec]: the assigner is misconfigured (a bad spec for Parse,
 //     or an invalid argument to a constructor, such as an empty field name).
 //     Parse reports it at once; an assigner built directly by a constructor

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/filesink/filesink/source"
 )
 
 var (
@@ -11,13 +13,6 @@ var (
 	// a bucket path rejected by Sanitize. The concrete error is an
 	// *InvalidBucketError.
 	ErrInvalidBucket = errors.New("bucketing: invalid bucket path")
-
-	// ErrBadRecord is matched by every error that reports a record that cannot
-	// be bucketed: not a JSON object, a missing, null or mistyped field, an
-	// unparseable time, or a field value that is not a valid bucket path. The
-	// concrete error is a *FieldError. Such an error concerns this record
-	// only; the caller should name the record's origin when it reports it.
-	ErrBadRecord = errors.New("bucketing: record cannot be bucketed")
 
 	// ErrInvalidSpec is matched by every error that reports a misconfigured
 	// assigner: a spec that Parse does not accept, or an invalid argument
@@ -58,7 +53,9 @@ func (e *InvalidBucketError) Error() string { return "bucketing: " + e.detail() 
 func (e *InvalidBucketError) Is(target error) bool { return target == ErrInvalidBucket }
 
 // FieldError reports a record whose bucket cannot be computed from its JSON
-// field. It matches ErrBadRecord with errors.Is, and also whatever Err
+// field: not a JSON object, a missing, null or mistyped field, an
+// unparseable time, or a field value that is not a valid bucket path. It
+// matches source.ErrBadRecord with errors.Is, and also whatever Err
 // matches (for example ErrInvalidBucket when the field's value is not a valid
 // path).
 type FieldError struct {
@@ -93,8 +90,10 @@ func (e *FieldError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is ErrBadRecord.
-func (e *FieldError) Is(target error) bool { return target == ErrBadRecord }
+// Is reports whether target is source.ErrBadRecord. Such an error concerns
+// this record only; the caller should name the record's origin when it
+// reports it.
+func (e *FieldError) Is(target error) bool { return target == source.ErrBadRecord }
 
 // Unwrap returns Err.
 func (e *FieldError) Unwrap() error { return e.Err }

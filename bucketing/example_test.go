@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/bucketing"
+	"github.com/filesink/filesink/source"
 )
 
 func ExampleParse() {
@@ -48,7 +49,7 @@ func ExampleEventTime() {
 		`{"event":{}}`,
 	} {
 		b, err := a.Bucket([]byte(rec), time.Time{})
-		if errors.Is(err, bucketing.ErrBadRecord) {
+		if errors.Is(err, source.ErrBadRecord) {
 			fmt.Println("bad record:", err)
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/filesink/filesink/source"
 )
 
 // The seed corpus is in testdata/fuzz/FuzzXxx, plus the f.Add calls below.
@@ -53,7 +55,7 @@ func FuzzEventTime(f *testing.F) {
 		for _, a := range assigners {
 			b, err := a.Bucket(record, time.Time{})
 			if err != nil {
-				if b != "" || !errors.Is(err, ErrBadRecord) {
+				if b != "" || !errors.Is(err, source.ErrBadRecord) {
 					t.Fatalf("%v.Bucket(%q) = %q, %v", a, record, b, err)
 				}
 				continue
@@ -89,7 +91,7 @@ func FuzzField(f *testing.F) {
 		for _, a := range []Assigner{field, nested, hive} {
 			b, err := a.Bucket(record, time.Time{})
 			if err != nil {
-				if b != "" || !errors.Is(err, ErrBadRecord) {
+				if b != "" || !errors.Is(err, source.ErrBadRecord) {
 					t.Fatalf("%v.Bucket(%q) = %q, %v", a, record, b, err)
 				}
 				continue

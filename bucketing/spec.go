@@ -29,7 +29,7 @@ const SpecForms = "none, datetime, datetime:LAYOUT, eventtime:FIELD, eventtime:F
 // Parse checks the whole configuration at once: any error matches
 // ErrInvalidSpec, quotes the spec and, for an unknown kind, lists the valid
 // forms. A nil error guarantees that the Assigner is well configured: its
-// Bucket can fail only because of the record (ErrBadRecord) or, for
+// Bucket can fail only because of the record (source.ErrBadRecord) or, for
 // datetime, a time whose formatted path is invalid (ErrInvalidBucket).
 func Parse(spec string, loc *time.Location) (Assigner, error) {
 	kind, arg, hasArg := strings.Cut(spec, ":")

@@ -19,11 +19,10 @@ import (
 // source ranges of all manifests have no overlap (a duplicate) and, for
 // inputs numbered densely (WithDenseOrigins), no gap (a loss).
 type Auditor struct {
-	// Output is the sink's backend; it must be a driver.FileLister and
-	// a driver.MetaStore (localfs and s3 are).
-	Output driver.Backend
+	// Output is the sink's backend (or only its driver.Output).
+	Output driver.Output
 	// DeadLetter is the dead-letter output's backend, if the sink has one.
-	DeadLetter driver.Backend
+	DeadLetter driver.Output
 	// Count, if set, counts the records of a file (the deep check): it is
 	// given the file's manifest entry and its bytes, and its result is
 	// compared with the manifest's record count.
@@ -35,10 +34,7 @@ type Auditor struct {
 // means the output is exactly what its manifests describe; an error means
 // the audit could not run (an unreadable manifest, a listing that failed).
 func (a Auditor) Audit(ctx context.Context) ([]recovery.Violation, error) {
-	ms, ok := a.Output.(driver.MetaStore)
-	if !ok {
-		return nil, fmt.Errorf("filesink: backend %T keeps no manifests", a.Output)
-	}
+	ms := a.Output
 	manifests, err := ReadManifests(ctx, ms)
 	if err != nil {
 		return nil, err
@@ -75,10 +71,7 @@ func (a Auditor) Audit(ctx context.Context) ([]recovery.Violation, error) {
 		if be == nil {
 			continue
 		}
-		fl, ok := be.(driver.FileLister)
-		if !ok {
-			return nil, fmt.Errorf("filesink: backend %T cannot list its files", be)
-		}
+		fl := be
 		err := fl.ListFiles(ctx, func(target string, size int64) error {
 			k := fileKey{dl, target}
 			seen[k] = true
@@ -141,15 +134,15 @@ func (a Auditor) location(k fileKey) string {
 	if k.dl {
 		be = a.DeadLetter
 	}
-	if fl, ok := be.(driver.FileLister); ok {
-		return fl.FileLocation(k.path)
+	if be == nil {
+		return k.path
 	}
-	return k.path
+	return be.FileLocation(k.path)
 }
 
 // read returns the CRC-32C of a file's bytes and, with Count set, its
 // record count (-1 without).
-func (a Auditor) read(ctx context.Context, fl driver.FileLister, f *ManifestFile) (uint32, int64, error) {
+func (a Auditor) read(ctx context.Context, fl driver.Output, f *ManifestFile) (uint32, int64, error) {
 	r, err := fl.OpenFile(ctx, f.Path)
 	if err != nil {
 		return 0, 0, err

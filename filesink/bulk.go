@@ -65,14 +65,14 @@ type Lender interface {
 type BatchWriter interface {
 	// AddBatch appends the rows of batch and returns how many there were.
 	// A batch that does not fit the format (or nil) is an error wrapping
-	// ErrBadRecord and adds nothing.
+	// source.ErrBadRecord and adds nothing.
 	AddBatch(batch arrow.Record) (rows int64, err error)
 }
 
 // BulkWriter encodes one bulk file. Not safe for concurrent use.
 type BulkWriter interface {
 	// Add appends one record (for the CLI, one JSON line). A record that
-	// does not fit the format's schema is an error wrapping ErrBadRecord
+	// does not fit the format's schema is an error wrapping source.ErrBadRecord
 	// that says which field and why (the Writer adds the record's origin);
 	// the writer stays usable and the record is not added.
 	Add(record []byte) error

@@ -33,12 +33,12 @@ import (
 // early (BulkWriter.Flush), and rolls a part whose writer does not give
 // the memory back.
 //
-// A record the format rejects (an Add error wrapping ErrBadRecord) is a
-// *BadRecordError naming its origin, or goes to the WithDeadLetter output,
+// A record the format rejects (an Add error wrapping source.ErrBadRecord) is a
+// *source.BadRecordError naming its origin, or goes to the WithDeadLetter output,
 // which stays JSON lines. WithBulkFormat excludes WithEncoder and
 // WithCompression (the format compresses its own pages); New reports
 // either combination as an error.
-func WithBulkFormat(f BulkFormat) Option { return func(w *Writer) { w.bulk = f } }
+func WithBulkFormat(f BulkFormat) Option { return optionFunc(func(c *config) { c.bulk = f }) }
 
 // bulkFlushAt is the size from which the bytes a bulk writer produced are
 // handed to the I/O goroutine after the call that produced them.
@@ -149,7 +149,7 @@ func (l *lentPart) Write(data []byte) (int, error) {
 // are the records origin.Num, origin.Num+1, ... of origin.Name, in order,
 // for the manifests and verify. The whole batch goes to one part file: the
 // rolling policy is asked before it, not within it. A batch that does not
-// fit the format is an error matching ErrBadRecord that names its first
+// fit the format is an error matching source.ErrBadRecord that names its first
 // origin; it adds nothing and leaves the Writer usable (batches never go to
 // the dead-letter output). A nil error means the rows are buffered, as
 // with Write. Not safe for concurrent use, like Write.
@@ -174,8 +174,8 @@ func (w *Writer) WriteBatch(ctx context.Context, bucket string, batch arrow.Reco
 	rows, err := bw.AddBatch(batch)
 	w.account(p)
 	if err != nil {
-		if errors.Is(err, ErrBadRecord) {
-			return &BadRecordError{Origin: origin.String() + " (a batch)", Err: err}
+		if errors.Is(err, source.ErrBadRecord) {
+			return &source.BadRecordError{Origin: origin.String() + " (a batch)", Err: err}
 		}
 		return fmt.Errorf("filesink: %s: %w", p.target, err)
 	}
@@ -199,7 +199,7 @@ func (w *Writer) writeBulk(ctx context.Context, key bucketKey, record []byte, or
 	err = p.bulk.Add(record)
 	w.account(p)
 	if err != nil {
-		if !errors.Is(err, ErrBadRecord) {
+		if !errors.Is(err, source.ErrBadRecord) {
 			return fmt.Errorf("filesink: %s: %w", p.target, err)
 		}
 		if err := w.bad(ctx, record, origin, fmt.Errorf("encode%s: %w", w.bulk.Extension(), err), now); err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -227,6 +229,25 @@ func (b *nullBackend) Describe(data json.RawMessage) (string, string, error) {
 	err := json.Unmarshal(data, &d)
 	return d.Target, "." + d.Target, err
 }
+
+// nullBackend's Output keeps nothing either: metadata puts succeed and
+// are forgotten, listings are empty.
+func (b *nullBackend) Check(context.Context, json.RawMessage) error       { return nil }
+func (b *nullBackend) Scan(context.Context) ([]string, []string, error)   { return nil, nil, nil }
+func (b *nullBackend) PutMeta(context.Context, string, []byte) error      { return nil }
+func (b *nullBackend) PutFile(context.Context, string, []byte) error      { return nil }
+func (b *nullBackend) MetaLocation(name string) string                    { return name }
+func (b *nullBackend) FileLocation(target string) string                  { return target }
+func (b *nullBackend) ListMeta(context.Context, string) ([]string, error) { return nil, nil }
+func (b *nullBackend) GetMeta(context.Context, string) ([]byte, error)    { return nil, fs.ErrNotExist }
+func (b *nullBackend) OpenFile(context.Context, string) (io.ReadCloser, error) {
+	return nil, fs.ErrNotExist
+}
+func (b *nullBackend) ListMetaAfter(context.Context, string, string) ([]string, error) {
+	return nil, nil
+}
+func (b *nullBackend) ListFiles(context.Context, func(string, int64) error) error { return nil }
+
 func (p *nullPart) Write(data []byte) (int, error) {
 	p.size += int64(len(data))
 	p.b.mu.Lock()
@@ -238,6 +259,11 @@ func (p *nullPart) Size() int64 { return p.size }
 func (p *nullPart) Persist(context.Context) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"target": p.target, "size": p.size})
 }
+func (p *nullPart) PersistAsync(ctx context.Context) (func(context.Context) (json.RawMessage, error), error) {
+	r, err := p.Persist(ctx)
+	return func(context.Context) (json.RawMessage, error) { return r, err }, nil
+}
+func (p *nullPart) MustRoll() bool { return false }
 func (p *nullPart) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
 	p.b.mu.Lock()
 	p.b.closed++
@@ -344,8 +370,8 @@ func TestBulkBadRecord(t *testing.T) {
 		mustWrite(t, w, bulkRecord(0, "a", 0))
 		for _, rec := range []string{`{"key":"b"}`, `{"id":5,"key":"a","bad":true}`, `{"id":6,"key":"c",`} {
 			err := w.Write(ctx, []byte(rec), origin)
-			var bre *filesink.BadRecordError
-			if !errors.As(err, &bre) || !errors.Is(err, filesink.ErrBadRecord) {
+			var bre *source.BadRecordError
+			if !errors.As(err, &bre) || !errors.Is(err, source.ErrBadRecord) {
 				t.Fatalf("Write(%s) = %v, want a *BadRecordError", rec, err)
 			}
 			if !strings.Contains(err.Error(), "in/a.jsonl:7") || !strings.Contains(err.Error(), testjob.FakeBulkExt) {

@@ -55,7 +55,7 @@
 //
 // A record that cannot be encoded, or whose bucket path is invalid
 // (absolute, "..", a component starting with '.' or '_'), gives a
-// [*BadRecordError] naming its origin; with [WithDeadLetter] it is written,
+// [*source.BadRecordError] naming its origin; with [WithDeadLetter] it is written,
 // exactly once, to a separate dead-letter output instead. Nothing committed
 // is ever touched.
 //

@@ -238,16 +238,11 @@ func manifestName(id uint64, writer string) string {
 
 // CommittedCheckpoint implements committer.Participant: it
 // publishes the manifest of checkpoint id, listing the files of
-// committables in their order, through the backend's driver.MetaStore
-// (none if the backend is not one). The manifest is built from the
+// committables in their order, with the backend's PutMeta. The manifest is built from the
 // committables alone, so a second call after a crash writes the same
 // bytes, which PutMeta accepts. Safe for concurrent use with the other
 // methods.
 func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error {
-	ms, ok := w.backend.(driver.MetaStore)
-	if !ok {
-		return nil
-	}
 	m := Manifest{Version: ManifestVersion, Checkpoint: id, Writer: strings.TrimSuffix(w.namespace(), "-")}
 	for _, c := range committables {
 		var e entry
@@ -275,7 +270,7 @@ func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committable
 		return err
 	}
 	data = append(data, '\n')
-	if err := ms.PutMeta(ctx, manifestName(id, m.Writer), data); err != nil {
+	if err := w.backend.PutMeta(ctx, manifestName(id, m.Writer), data); err != nil {
 		return fmt.Errorf("filesink: manifest of checkpoint %d: %w", id, err)
 	}
 	return nil
@@ -285,7 +280,7 @@ func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committable
 // order (then by writer): following them, a reader sees each checkpoint's
 // files all at once. A manifest that cannot be read or parsed is an error
 // naming it.
-func ReadManifests(ctx context.Context, ms driver.MetaStore) ([]*Manifest, error) {
+func ReadManifests(ctx context.Context, ms driver.Output) ([]*Manifest, error) {
 	names, err := ms.ListMeta(ctx, ManifestDir)
 	if err != nil {
 		return nil, err

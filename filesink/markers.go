@@ -39,8 +39,8 @@ const SuccessFile = "_SUCCESS"
 // Not safe for concurrent use: the pipeline calls Checkpointed from one
 // goroutine, after each checkpoint's phase 2.
 type Markers struct {
-	// Output is the sink's backend; it must be a driver.MetaStore.
-	Output driver.Backend
+	// Output is the sink's backend (or only its driver.Output).
+	Output driver.Output
 	// Assigner is the job's time bucket assigner.
 	Assigner bucketing.Windowed
 	// Lateness is how long after a bucket's end records may still come.
@@ -74,10 +74,7 @@ type marker struct {
 // complete. A nil error means every marker due is durable. A marker that
 // exists already (a run before a crash wrote it) is left as it is.
 func (m *Markers) Checkpointed(ctx context.Context, rec *recovery.Checkpoint) error {
-	ms, ok := m.Output.(driver.MetaStore)
-	if !ok {
-		return fmt.Errorf("filesink: markers: backend %T keeps no manifests", m.Output)
-	}
+	ms := m.Output
 	if m.buckets == nil {
 		m.buckets, m.maxET, m.marked = map[string][]string{}, map[string]time.Time{}, map[string]bool{}
 	}
@@ -87,11 +84,11 @@ func (m *Markers) Checkpointed(ctx context.Context, rec *recovery.Checkpoint) er
 	}
 	var names []string
 	var err error
-	if la, ok := ms.(driver.MetaListerAfter); ok && m.started {
+	if m.started {
 		// Only the manifests of checkpoints after the last one read: their
 		// names start with the 20-digit checkpoint id, and '~' sorts after
 		// the '-' that follows it.
-		names, err = la.ListMetaAfter(ctx, ManifestDir, fmt.Sprintf("%s/%020d~", ManifestDir, m.read))
+		names, err = ms.ListMetaAfter(ctx, ManifestDir, fmt.Sprintf("%s/%020d~", ManifestDir, m.read))
 	} else {
 		names, err = ms.ListMeta(ctx, ManifestDir)
 	}

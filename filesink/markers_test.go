@@ -22,9 +22,9 @@ import (
 // gets its _SUCCESS only once its hour (plus the lateness) is over and no
 // subtask has an open part in it, and the marker lists the files of both
 // subtasks. A second Markers (a restarted job) finds the marker written.
-// The same with an output that lists manifests from a name on
-// (driver.MetaListerAfter, as S3 does): after the first checkpoint the
-// markers list only the manifests of newer checkpoints.
+// The same with an output that records its ListMetaAfter calls: after the
+// first checkpoint the markers list only the manifests of newer
+// checkpoints.
 func TestMarkers(t *testing.T) {
 	t.Run("list", func(t *testing.T) {
 		testMarkers(t, func(be *localfs.Backend) driver.Backend { return be })
@@ -50,8 +50,8 @@ func TestMarkers(t *testing.T) {
 	})
 }
 
-// afterLister adds driver.MetaListerAfter to a localfs backend and
-// records the names it was asked to list after.
+// afterLister is a localfs backend that records the names it was asked
+// to list after.
 type afterLister struct {
 	*localfs.Backend
 	afters []string

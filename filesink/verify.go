@@ -13,7 +13,7 @@ import (
 
 // Checker is the recovery.Checker of the file sink: it checks committed part
 // files and scans the output of a backend (and of its dead-letter backend,
-// when one is given) that implements driver.Auditor.
+// when one is given) with the backends' driver.Output.
 type Checker struct {
 	Backend    driver.Backend
 	DeadLetter driver.Backend // may be nil
@@ -23,19 +23,16 @@ type Checker struct {
 
 var _ recovery.Checker = Checker{}
 
-func (c Checker) auditor(dl bool) (driver.Backend, driver.Auditor, error) {
+// backend returns the main or the dead-letter backend.
+func (c Checker) backend(dl bool) (driver.Backend, error) {
 	be := c.Backend
 	if dl {
 		be = c.DeadLetter
 	}
 	if be == nil {
-		return nil, nil, errors.New("no dead-letter output configured")
+		return nil, errors.New("no dead-letter output configured")
 	}
-	a, ok := be.(driver.Auditor)
-	if !ok {
-		return nil, nil, fmt.Errorf("backend %T cannot be audited", be)
-	}
-	return be, a, nil
+	return be, nil
 }
 
 // CheckCommitted implements recovery.Checker.
@@ -47,11 +44,11 @@ func (c Checker) CheckCommitted(ctx context.Context, participant string, pc reco
 	if err := json.Unmarshal(pc.Data, &e); err != nil {
 		return fmt.Errorf("bad committable %s: %w", pc.Data, err)
 	}
-	_, a, err := c.auditor(e.DeadLetter)
+	be, err := c.backend(e.DeadLetter)
 	if err != nil {
 		return err
 	}
-	return a.Check(ctx, e.Part)
+	return be.Check(ctx, e.Part)
 }
 
 // CheckOutput implements recovery.Checker: staging visible as output, and
@@ -83,7 +80,7 @@ func (c Checker) CheckOutput(ctx context.Context, retained []*recovery.Checkpoin
 				refs = append(refs, e)
 			}
 			for _, e := range refs {
-				be, _, err := c.auditor(e.DeadLetter)
+				be, err := c.backend(e.DeadLetter)
 				if err != nil {
 					return nil, err
 				}
@@ -100,11 +97,11 @@ func (c Checker) CheckOutput(ctx context.Context, retained []*recovery.Checkpoin
 		if dl && c.DeadLetter == nil {
 			continue
 		}
-		_, a, err := c.auditor(dl)
+		be, err := c.backend(dl)
 		if err != nil {
 			return nil, err
 		}
-		staging, problems, err := a.Scan(ctx)
+		staging, problems, err := be.Scan(ctx)
 		if err != nil {
 			return out, err
 		}

@@ -36,48 +36,98 @@ const (
 	maxFlush = 4 << 20
 )
 
-// Option configures a Writer.
-type Option func(*Writer)
+// Option configures a Writer: a value of this sealed interface, made by
+// the With functions of this package and validated, with the others, once
+// by New.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is what the options set; New validates it.
+type config struct {
+	dl     driver.Backend
+	enc    Encoder
+	encSet bool       // WithEncoder was given
+	bulk   BulkFormat // nil: the row format enc
+	comp   Compression
+	assign bucketing.Assigner
+	policy RollingPolicy
+	prefix string
+	suffix *string
+	budget int64
+	now    func() time.Time
+	log    *slog.Logger
+	runID  string
+	dense  *int64 // WithDenseOrigins
+	// publishOnRoll: WithPublishOnRoll.
+	publishOnRoll bool
+}
+
+func defaultConfig() config {
+	return config{enc: JSONLines{}, assign: bucketing.BasePath(), policy: NewDefaultPolicy(), prefix: "part",
+		budget: DefaultBufferBudget, now: time.Now, log: slog.New(slog.DiscardHandler)}
+}
+
+// validate returns the first invalid setting, or nil.
+func (c *config) validate() error {
+	switch {
+	case c.enc == nil || c.assign == nil || c.policy == nil || c.now == nil:
+		return errors.New("filesink: nil encoder, assigner, rolling policy or clock")
+	case c.log == nil:
+		return errors.New("filesink: nil logger")
+	case c.budget < minFlush:
+		return fmt.Errorf("filesink: buffer budget %d is below the minimum %d", c.budget, minFlush)
+	case c.bulk != nil && c.encSet:
+		return errors.New("filesink: both a row encoder (WithEncoder) and a bulk format (WithBulkFormat) are set")
+	case c.bulk != nil && c.comp != nil:
+		return errors.New("filesink: a bulk format compresses its own pages: WithCompression does not apply to it (use the format's compression option)")
+	case c.prefix == "" || c.prefix[0] == '.' || c.prefix[0] == '_' || strings.ContainsAny(c.prefix, "/\\\x00"):
+		return fmt.Errorf("filesink: invalid part prefix %q (must not be empty, contain '/' or start with '.' or '_')", c.prefix)
+	}
+	return nil
+}
 
 // WithEncoder sets the row format (default JSONLines).
-func WithEncoder(e Encoder) Option { return func(w *Writer) { w.enc, w.encSet = e, true } }
+func WithEncoder(e Encoder) Option { return optionFunc(func(c *config) { c.enc, c.encSet = e, true }) }
 
 // WithCompression sets the compression (default none); see NewCompression.
-func WithCompression(c Compression) Option { return func(w *Writer) { w.comp = c } }
+func WithCompression(comp Compression) Option { return optionFunc(func(c *config) { c.comp = comp }) }
 
 // WithAssigner sets the bucket assigner (default bucketing.BasePath()).
-func WithAssigner(a bucketing.Assigner) Option { return func(w *Writer) { w.assign = a } }
+func WithAssigner(a bucketing.Assigner) Option { return optionFunc(func(c *config) { c.assign = a }) }
 
 // WithRollingPolicy sets the rolling policy (default NewDefaultPolicy()).
-func WithRollingPolicy(p RollingPolicy) Option { return func(w *Writer) { w.policy = p } }
+func WithRollingPolicy(p RollingPolicy) Option { return optionFunc(func(c *config) { c.policy = p }) }
 
 // WithPrefix sets the part file prefix (default "part"). Two sinks sharing
 // an output directory must use prefixes where neither is a prefix of the
 // other.
-func WithPrefix(p string) Option { return func(w *Writer) { w.prefix = p } }
+func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
 
 // WithSuffix overrides the part file suffix (default: the format's extension
 // plus the compression's).
-func WithSuffix(s string) Option { return func(w *Writer) { w.suffix = &s } }
+func WithSuffix(s string) Option { return optionFunc(func(c *config) { c.suffix = &s }) }
 
 // WithBufferBudget bounds the bytes buffered across all open buckets of this
 // writer (default DefaultBufferBudget).
-func WithBufferBudget(n int64) Option { return func(w *Writer) { w.budget = n } }
+func WithBufferBudget(n int64) Option { return optionFunc(func(c *config) { c.budget = n }) }
 
 // WithClock sets the processing-time clock (default time.Now).
-func WithClock(now func() time.Time) Option { return func(w *Writer) { w.now = now } }
+func WithClock(now func() time.Time) Option { return optionFunc(func(c *config) { c.now = now }) }
 
 // WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(w *Writer) { w.log = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }
 
 // WithRunID fixes the per-run writer id used in part names (default: 8
 // random hex digits per start). Only tests should set it.
-func WithRunID(id string) Option { return func(w *Writer) { w.runID = id } }
+func WithRunID(id string) Option { return optionFunc(func(c *config) { c.runID = id }) }
 
 // WithDeadLetter makes bad records go, as JSON lines
 // {"origin","error","record"}, to part files published through dl with the
 // same protocol (exactly once) instead of failing the write.
-func WithDeadLetter(dl driver.Backend) Option { return func(w *Writer) { w.dl = dl } }
+func WithDeadLetter(dl driver.Backend) Option { return optionFunc(func(c *config) { c.dl = dl }) }
 
 // WithPublishOnRoll makes the writer publish a part file as soon as it
 // rolls, without waiting for the checkpoint that covers it: records become
@@ -86,13 +136,13 @@ func WithDeadLetter(dl driver.Backend) Option { return func(w *Writer) { w.dl = 
 // already in a file published early are then written twice. The part is
 // still handed to the next checkpoint (its commit there is a verified
 // no-op), so its manifest lists it.
-func WithPublishOnRoll() Option { return func(w *Writer) { w.publishOnRoll = true } }
+func WithPublishOnRoll() Option { return optionFunc(func(c *config) { c.publishOnRoll = true }) }
 
 // WithDenseOrigins tells the writer that every input of its source numbers
 // its records without gaps from start (source.Origin.Num: the lines of a
 // file from 1, the generator's ids from 0; not Kafka offsets). The commit
 // manifests say so, and the auditor then also reports lost numbers.
-func WithDenseOrigins(start int64) Option { return func(w *Writer) { w.dense = &start } }
+func WithDenseOrigins(start int64) Option { return optionFunc(func(c *config) { c.dense = &start }) }
 
 // Stats are running totals of a Writer, safe to read concurrently.
 type Stats struct {
@@ -117,24 +167,9 @@ type Writer struct {
 	// and the map lookup was a tenth of the sink's own time per record.
 	last *bucket
 
+	config
 	backend driver.Backend
-	dl      driver.Backend
 	subtask int
-	enc     Encoder
-	encSet  bool       // WithEncoder was given
-	bulk    BulkFormat // nil: the row format enc
-	comp    Compression
-	assign  bucketing.Assigner
-	policy  RollingPolicy
-	prefix  string
-	suffix  *string
-	budget  int64
-	now     func() time.Time
-	log     *slog.Logger
-	runID   string
-	dense   *int64 // WithDenseOrigins
-	// publishOnRoll: WithPublishOnRoll.
-	publishOnRoll bool
 	// eventTimed is the assigner when it reads event times; recTime is
 	// the event time of the record being written.
 	eventTimed bucketing.EventTimed
@@ -190,7 +225,7 @@ type part struct {
 	// (the I/O goroutine, or the one the part is lent to).
 	size      atomic.Int64
 	fileSize  int64
-	full      atomic.Bool     // pw is a driver.Limited that must roll
+	full      atomic.Bool     // pw.MustRoll returned true
 	resumable json.RawMessage // result of the last Persist
 
 	// Bulk parts only (WithBulkFormat; dead-letter parts are rows).
@@ -252,7 +287,7 @@ func (p *part) writeOut(b []byte, comp Compression, queued int64) error {
 	before := p.fileSize
 	p.fileSize = p.pw.Size()
 	p.size.Add(p.fileSize - before - queued)
-	if l, ok := p.pw.(driver.Limited); ok && l.MustRoll() {
+	if p.pw.MustRoll() {
 		p.full.Store(true)
 	}
 	return err
@@ -274,33 +309,22 @@ type state struct {
 
 // New returns the Writer of subtask over backend.
 func New(backend driver.Backend, subtask int, opts ...Option) (*Writer, error) {
-	w := &Writer{
-		backend: backend, subtask: subtask, enc: JSONLines{}, assign: bucketing.BasePath(),
-		policy: NewDefaultPolicy(), prefix: "part", budget: DefaultBufferBudget,
-		now: time.Now, log: slog.New(slog.DiscardHandler), buckets: map[bucketKey]*bucket{},
-		closers: make(chan struct{}, syncParallelism),
-	}
+	cfg := defaultConfig()
 	for _, o := range opts {
-		o(w)
+		o.apply(&cfg)
 	}
-	w.eventTimed, _ = w.assign.(bucketing.EventTimed)
 	switch {
 	case backend == nil:
 		return nil, errors.New("filesink: nil backend")
 	case subtask < 0:
 		return nil, fmt.Errorf("filesink: negative subtask %d", subtask)
-	case w.enc == nil || w.assign == nil || w.policy == nil || w.now == nil:
-		return nil, errors.New("filesink: nil encoder, assigner, rolling policy or clock")
-	case w.budget < minFlush:
-		return nil, fmt.Errorf("filesink: buffer budget %d is below the minimum %d", w.budget, minFlush)
-	case w.bulk != nil && w.encSet:
-		return nil, errors.New("filesink: both a row encoder (WithEncoder) and a bulk format (WithBulkFormat) are set")
-	case w.bulk != nil && w.comp != nil:
-		return nil, errors.New("filesink: a bulk format compresses its own pages: WithCompression does not apply to it (use the format's compression option)")
 	}
-	if w.prefix == "" || w.prefix[0] == '.' || w.prefix[0] == '_' || strings.ContainsAny(w.prefix, "/\\\x00") {
-		return nil, fmt.Errorf("filesink: invalid part prefix %q (must not be empty, contain '/' or start with '.' or '_')", w.prefix)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
+	w := &Writer{config: cfg, backend: backend, subtask: subtask, buckets: map[bucketKey]*bucket{},
+		closers: make(chan struct{}, syncParallelism)}
+	w.eventTimed, _ = w.assign.(bucketing.EventTimed)
 	if w.runID == "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
@@ -334,7 +358,7 @@ func (w *Writer) namespace() string { return w.prefix + "-" + strconv.Itoa(w.sub
 
 // Write adds one record. origin names the record in errors ("in/a.jsonl:17").
 // record is not retained after Write returns.
-// A record that cannot be encoded or bucketed gives a *BadRecordError (or goes
+// A record that cannot be encoded or bucketed gives a *source.BadRecordError (or goes
 // to the dead-letter output when one is configured); any other error leaves
 // the Writer unusable until Restore.
 func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin) error {
@@ -456,7 +480,7 @@ func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, origi
 }
 
 func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, cause error, now time.Time) error {
-	berr := &BadRecordError{Origin: origin.String(), Err: cause}
+	berr := &source.BadRecordError{Origin: origin.String(), Err: cause}
 	if w.dl == nil {
 		return berr
 	}
@@ -636,7 +660,7 @@ func (w *Writer) shrink(ctx context.Context) error {
 
 // mustRoll reports whether b's part (of size bytes, before a record of n
 // bytes) has to roll: the policy says so, or the backend's writer is full
-// (driver.Limited). It runs for every record: the package's own
+// (driver.PartWriter.MustRoll). It runs for every record: the package's own
 // policies are asked through their concrete types, with only the fields
 // they read, instead of building a PartInfo (with the bucket's path and
 // two times) for calls through the interface.
@@ -871,43 +895,66 @@ func (w *Writer) OverlapsCheckpoints() bool { return true }
 
 // Prepare implements committer.Participant. At the barrier it writes
 // out every buffer, starts closing the parts the policy (or final) says to
-// roll, and persists the others: where the backend's part writer is a
-// driver.AsyncPersister (S3 uploads, local fsyncs) it only starts the
-// persist, otherwise it persists at once, 16 files at a time. The returned
-// function waits for the closes and persists and returns the open parts'
-// resumables as state and the rolled parts (since the last checkpoint) as
-// committables. It touches only what the barrier handed over, so Write and
-// Tick may run while it waits.
+// roll, and starts persisting the others (driver.PartWriter.PersistAsync:
+// S3 uploads, local fsyncs). The returned function waits for the closes
+// and persists and returns the open parts' resumables as state and the
+// rolled parts (since the last checkpoint) as committables. It touches
+// only what the barrier handed over, so Write and Tick may run while it
+// waits.
 func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
-	type job struct {
-		b     *bucket
-		p     *part
-		size  int64
-		wait  func(context.Context) (json.RawMessage, error)
-		out   json.RawMessage
-		entry entry
+	if err := w.flushAll(ctx); err != nil {
+		return nil, err
 	}
-	var jobs []*job // open parts, in bucket order
+	jobs, err := w.persistOpen(ctx, final)
+	if err != nil {
+		return nil, err
+	}
+	rolled := w.rolled
+	w.rolled = nil
+	w.forgetIdle()
+	return func(ctx context.Context) (committer.Snapshot, error) {
+		return prepared(ctx, jobs, rolled)
+	}, nil
+}
+
+// persistJob is an open part being persisted by a Prepare.
+type persistJob struct {
+	b     *bucket
+	p     *part
+	size  int64
+	wait  func(context.Context) (json.RawMessage, error)
+	out   json.RawMessage
+	entry entry
+}
+
+// flushAll closes the bulk parts (a footer cannot be resumed: every bulk
+// part rolls at a checkpoint) and writes out the buffers of the others,
+// and waits for the I/O queue.
+func (w *Writer) flushAll(ctx context.Context) error {
 	for _, b := range w.sorted() {
 		if b.part == nil {
 			continue
 		}
 		if w.isBulk(b) {
-			// A footer cannot be resumed: every bulk part rolls.
 			if err := w.closeBulk(b); err != nil {
-				return nil, err
+				return err
 			}
 			if b.part == nil {
 				continue
 			}
 		}
 		if err := w.flush(ctx, b); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := w.io.wait(); err != nil {
-		return nil, err
-	}
+	return w.io.wait()
+}
+
+// persistOpen starts closing the parts that roll at this checkpoint and
+// starts persisting the others, returned in bucket order. Parts unchanged
+// since their last persist keep their resumable.
+func (w *Writer) persistOpen(ctx context.Context, final bool) ([]*persistJob, error) {
+	var jobs []*persistJob
 	for _, b := range w.sorted() {
 		if b.part == nil {
 			continue
@@ -920,39 +967,25 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 			w.closeInBackground(ctx, b)
 			continue
 		}
-		jobs = append(jobs, &job{b: b, p: b.part, size: b.part.pw.Size(), out: b.part.resumable})
+		jobs = append(jobs, &persistJob{b: b, p: b.part, size: b.part.pw.Size(), out: b.part.resumable})
 	}
-	// Parts unchanged since their last Persist keep their resumable.
-	var sync []*job
 	for _, j := range jobs {
-		if j.out != nil && j.size == j.p.persisted {
-			continue
-		}
-		j.out = nil
-		if ap, ok := j.p.pw.(driver.AsyncPersister); ok {
-			wait, err := ap.PersistAsync(ctx)
+		if j.out == nil || j.size != j.p.persisted {
+			j.out = nil
+			wait, err := j.p.pw.PersistAsync(ctx)
 			if err != nil {
 				return nil, err
 			}
 			j.wait = wait
-			continue
 		}
-		sync = append(sync, j)
-	}
-	err := parallel(ctx, len(sync), syncParallelism, func(i int) error {
-		var err error
-		sync[i].out, err = sync[i].p.pw.Persist(ctx)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, j := range jobs {
 		j.entry = entry{DeadLetter: j.b.key.dl, Bucket: j.b.key.path, Stats: j.p.stats.snapshot(j.size)}
 	}
-	rolled := w.rolled
-	w.rolled = nil
-	// Forget buckets with nothing open: memory follows the open buckets.
+	return jobs, nil
+}
+
+// forgetIdle forgets the buckets with nothing open: memory follows the
+// open buckets.
+func (w *Writer) forgetIdle() {
 	w.last = nil
 	for k, b := range w.buckets {
 		if b.part == nil {
@@ -960,82 +993,46 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 			delete(w.buckets, k)
 		}
 	}
-	return func(ctx context.Context) (committer.Snapshot, error) {
-		var st state
-		for _, j := range jobs {
-			if j.wait != nil {
-				out, err := j.wait(ctx)
-				if err != nil {
-					return committer.Snapshot{}, err
-				}
-				j.out = out
-			}
-			// Read by the next Prepare and by Sweep, which run after
-			// this function has returned.
-			j.p.resumable, j.p.persisted = j.out, j.size
-			j.entry.Part = j.out
-			st.Parts = append(st.Parts, j.entry)
-		}
-		var snap committer.Snapshot
-		for _, c := range rolled {
-			data, err := c.committable(ctx)
-			if err != nil {
-				return committer.Snapshot{}, err
-			}
-			snap.Committables = append(snap.Committables, data)
-		}
-		if len(st.Parts) > 0 {
-			s, err := json.Marshal(st)
-			if err != nil {
-				return committer.Snapshot{}, err
-			}
-			snap.State = s
-		}
-		return snap, nil
-	}, nil
 }
 
-// syncParallelism bounds the fsyncs a Prepare runs at once.
+// prepared waits for the persists of jobs and the closes of rolled and
+// returns the checkpoint's snapshot.
+func prepared(ctx context.Context, jobs []*persistJob, rolled []*closing) (committer.Snapshot, error) {
+	var st state
+	for _, j := range jobs {
+		if j.wait != nil {
+			out, err := j.wait(ctx)
+			if err != nil {
+				return committer.Snapshot{}, err
+			}
+			j.out = out
+		}
+		// Read by the next Prepare and by Sweep, which run after
+		// this function has returned.
+		j.p.resumable, j.p.persisted = j.out, j.size
+		j.entry.Part = j.out
+		st.Parts = append(st.Parts, j.entry)
+	}
+	var snap committer.Snapshot
+	for _, c := range rolled {
+		data, err := c.committable(ctx)
+		if err != nil {
+			return committer.Snapshot{}, err
+		}
+		snap.Committables = append(snap.Committables, data)
+	}
+	if len(st.Parts) > 0 {
+		s, err := json.Marshal(st)
+		if err != nil {
+			return committer.Snapshot{}, err
+		}
+		snap.State = s
+	}
+	return snap, nil
+}
+
+// syncParallelism bounds the parts a Writer closes at once.
 const syncParallelism = 16
-
-// parallel runs f(0..n-1) on up to k goroutines and returns the first error.
-func parallel(ctx context.Context, n, k int, f func(i int) error) error {
-	if n <= 1 {
-		for i := range n {
-			if err := f(i); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var (
-		next  atomic.Int64
-		first error
-		once  sync.Once
-		wg    sync.WaitGroup
-	)
-	for range min(n, k) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
-}
 
 // Commit implements committer.Participant.
 func (w *Writer) Commit(ctx context.Context, committable json.RawMessage) error {
@@ -1101,7 +1098,7 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part, stats: stats}
 		p.fileSize = pw.Size()
 		p.size.Store(p.fileSize)
-		if l, ok := pw.(driver.Limited); ok && l.MustRoll() {
+		if pw.MustRoll() {
 			p.full.Store(true)
 		}
 		w.buckets[key] = &bucket{key: key, part: p}
@@ -1109,14 +1106,9 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 	return nil
 }
 
-// published reports whether target is a finished file of be (false if be
-// cannot tell).
+// published reports whether target is a finished file of be.
 func published(ctx context.Context, be driver.Backend, target string) bool {
-	fl, ok := be.(driver.FileLister)
-	if !ok {
-		return false
-	}
-	r, err := fl.OpenFile(ctx, target)
+	r, err := be.OpenFile(ctx, target)
 	if err != nil {
 		return false
 	}

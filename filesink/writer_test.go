@@ -809,13 +809,13 @@ func TestBadRecords(t *testing.T) {
 			be := localfs.New(vfs.OS{}, root)
 			w := newWriter(t, be, 0, append([]filesink.Option{filesink.WithBufferBudget(16 << 10)}, tc.opts...)...)
 			err := w.Write(ctx, []byte(tc.record), origin)
-			var bre *filesink.BadRecordError
+			var bre *source.BadRecordError
 			if !errors.As(err, &bre) {
 				// Finish the checkpoint to show where the bad path surfaces.
 				_, perr := committer.PrepareNow(ctx, w, 1, true)
 				t.Fatalf("Write(%q) = %v, want a *BadRecordError (the final Prepare then gives: %v)", tc.record, err, perr)
 			}
-			if !errors.Is(err, filesink.ErrBadRecord) {
+			if !errors.Is(err, source.ErrBadRecord) {
 				t.Errorf("error %v does not match ErrBadRecord", err)
 			}
 			if bre.Origin != "in/a.jsonl:3" || !strings.Contains(err.Error(), "in/a.jsonl:3") {
@@ -839,10 +839,10 @@ func TestBadRecordKeepsWriterUsable(t *testing.T) {
 	be := localfs.New(vfs.OS{}, root)
 	w := newWriter(t, be, 0, filesink.WithAssigner(bucketing.Field("key")))
 	mustWrite(t, w, []byte(`{"id":0,"key":"a"}`))
-	if err := w.Write(ctx, []byte(`{"id":99,"key":"../x"}`), source.Origin{Name: "in", Num: 2}); !errors.Is(err, filesink.ErrBadRecord) {
+	if err := w.Write(ctx, []byte(`{"id":99,"key":"../x"}`), source.Origin{Name: "in", Num: 2}); !errors.Is(err, source.ErrBadRecord) {
 		t.Fatalf("bad bucket: %v", err)
 	}
-	if err := w.Write(ctx, []byte(`{"id":98,"key":`), source.Origin{Name: "in", Num: 3}); !errors.Is(err, filesink.ErrBadRecord) {
+	if err := w.Write(ctx, []byte(`{"id":98,"key":`), source.Origin{Name: "in", Num: 3}); !errors.Is(err, source.ErrBadRecord) {
 		t.Fatalf("bad JSON: %v", err)
 	}
 	mustWrite(t, w, []byte(`{"id":1,"key":"b"}`))
@@ -879,7 +879,7 @@ func TestBadRecordCustomEncoderWithoutExtension(t *testing.T) {
 		}()
 		err = w.Write(context.Background(), []byte("x"), source.Origin{Name: "in", Num: 1})
 	}()
-	if !errors.Is(err, filesink.ErrBadRecord) {
+	if !errors.Is(err, source.ErrBadRecord) {
 		t.Fatalf("Write with an encoder error = %v, want a bad record error", err)
 	}
 }
@@ -1323,7 +1323,7 @@ func TestStats(t *testing.T) {
 	}
 }
 
-// gatedBackend's part writers are committer.AsyncPersisters whose persist
+// gatedBackend's part writers persist asynchronously: the persist
 // is taken at once (the length at the barrier) and reported only when the
 // gate opens, as an S3 upload would be.
 type gatedBackend struct {

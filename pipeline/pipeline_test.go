@@ -529,7 +529,7 @@ func TestRunBadRecord(t *testing.T) {
 	if err == nil {
 		t.Fatal("Run over a bad record succeeded")
 	}
-	if !errors.Is(err, filesink.ErrBadRecord) || !strings.Contains(err.Error(), fmt.Sprintf("in/a.jsonl:%d", bad+1)) {
+	if !errors.Is(err, source.ErrBadRecord) || !strings.Contains(err.Error(), fmt.Sprintf("in/a.jsonl:%d", bad+1)) {
 		t.Errorf("error %q does not name the bad record in/a.jsonl:%d", err, bad+1)
 	}
 	mu.Lock()

@@ -150,11 +150,15 @@ func newS3Chaos(t *testing.T, bin string, srv *miniotest.Server, cfg chaosConfig
 	if err := os.MkdirAll(mirror, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	store, err := s3sink.NewStore(client, bucket, s3ChaosPrefix+"/_filesink")
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &s3Chaos{
 		t: t, bin: bin, srv: srv, client: client, bucket: bucket,
 		sink:   "s3://" + bucket + "/" + s3ChaosPrefix,
 		flags:  []string{"--s3-endpoint", srv.Endpoint(), "--s3-path-style"},
-		store:  s3sink.NewStore(client, bucket, s3ChaosPrefix+"/_filesink"),
+		store:  store,
 		mirror: mirror, etags: map[string]string{},
 		check: newChaosOutput(t, mirror, cfg, want),
 	}

@@ -51,9 +51,11 @@ func (f *s3Flags) client(ctx context.Context) (*s3api.Client, error) {
 	if err != nil {
 		return nil, usageError("--s3-integrity: %v", err)
 	}
-	return s3sink.NewClient(ctx, s3sink.ClientConfig{
-		Endpoint: f.endpoint, PathStyle: f.pathStyle, Region: f.region, Profile: f.profile, Integrity: integ,
-	})
+	opts := []s3sink.Option{s3sink.WithEndpoint(f.endpoint), s3sink.WithRegion(f.region), s3sink.WithProfile(f.profile), s3sink.WithIntegrity(integ)}
+	if f.pathStyle {
+		opts = append(opts, s3sink.WithPathStyle())
+	}
+	return s3sink.NewClient(ctx, opts...)
 }
 
 func (f *s3Flags) options(log *slog.Logger) ([]s3sink.Option, error) {
@@ -200,5 +202,5 @@ func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Clie
 			return nil, err
 		}
 	}
-	return s3sink.NewStore(client, bucket, prefix), nil
+	return s3sink.NewStore(client, bucket, prefix)
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // CheckMetaName returns an error unless name is a clean, relative,
-// slash-separated MetaStore name that stays inside MetaDir.
+// slash-separated metadata name (driver.Output) that stays inside MetaDir.
 func CheckMetaName(name string) error {
 	clean := path.Clean(name)
 	if name == "" || clean != name || path.IsAbs(name) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
@@ -17,7 +17,7 @@ func CheckMetaName(name string) error {
 }
 
 // CheckHiddenName returns an error unless target is DIR/_NAME or _NAME: a
-// hidden file (MetaStore.PutFile) in a directory where part files may be,
+// hidden file (Output.PutFile) in a directory where part files may be,
 // DIR being checked by checkDir, the backend's check of a target path.
 func CheckHiddenName(target string, checkDir func(string) error) error {
 	dir, base := path.Split(target)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/committer/driver"
 )
 
 // Part names of subtask 0 of the sink "part", run "r1"; ns0 is its Sweep
@@ -597,11 +596,8 @@ func testDescribe(t *testing.T, e *env) {
 	}
 }
 
-func testAuditorCheck(t *testing.T, e *env) {
-	a, ok := e.backend().(driver.Auditor)
-	if !ok {
-		t.Skip("backend lacks capability Auditor")
-	}
+func testOutputCheck(t *testing.T, e *env) {
+	a := e.backend()
 	p := e.pending(target1, hello)
 	if err := a.Check(e.ctx, p); err == nil {
 		t.Error("Check of an uncommitted pending returned nil")

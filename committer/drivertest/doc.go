@@ -29,22 +29,24 @@
 //     data and delete or plant finished targets behind the backend's back,
 //     to drive the data-loss and no-clobber paths. Without it those cases
 //     are skipped naming "Tamper".
-//   - Auditor: a backend that also implements [driver.Auditor] gets its
-//     Check method tested; others skip naming "Auditor".
 //
 // A skipped case is never a pass: run `go test -v` to see which capabilities
 // a harness lacks.
 //
 // # What the suite checks
 //
-// The rules of driver.Backend and driver.PartWriter, each a "must":
+// The rules of driver.Backend (with its driver.Output) and
+// driver.PartWriter, each a "must":
 // exactly the written bytes are published and nothing is visible before
 // Commit; Commit is idempotent and verified (ErrDataLoss when neither the
 // staging data nor a matching target exists, ErrAlreadyExists and no
 // clobber when another file holds the target); Resume continues exactly
 // after the recorded bytes and reports missing or short staging data as
 // ErrDataLoss; Sweep deletes only this namespace's unreferenced staging
-// data; every recorded length survives a power loss (docs/architecture.md,
+// data; PersistAsync records exactly the bytes written before it; the
+// metadata objects are published at most once and listed sorted (from a
+// name on with ListMetaAfter); ListFiles visits exactly the finished files;
+// every recorded length survives a power loss (docs/architecture.md,
 // invariants 1 to 6); and the backend is safe for concurrent use.
 //
 // Part names used by the suite follow the file sink's naming,

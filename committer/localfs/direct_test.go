@@ -85,7 +85,7 @@ func TestDirectIO(t *testing.T) {
 	if supported && !localfs.InDirectMode(pw) {
 		t.Fatal("not in direct mode after writes of 700 KiB and more")
 	}
-	wait, err := pw.(driver.AsyncPersister).PersistAsync(ctx)
+	wait, err := pw.PersistAsync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,18 @@ type Backend struct {
 	setDirect    func(f vfs.File, on bool) error
 }
 
-// Option configures a Backend.
-type Option func(*Backend)
+// Option configures a Backend: a value of this sealed interface, made by
+// the With functions of this package and applied by New.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is what the options set.
+type config struct {
+	direct bool
+}
 
 // WithDirectIO turns direct I/O of large writes on or off (the default):
 // with it, a part writer receiving writes of 256 KiB or more writes them
@@ -58,26 +68,27 @@ type Option func(*Backend)
 // every CPU busy (as a Parquet sink does on two cores), and the writer
 // then waits for it; buffered writes cost a copy and never wait
 // (BENCHMARKS.md). It pays where the page cache is what is scarce.
-func WithDirectIO(on bool) Option { return func(b *Backend) { b.direct = on } }
+func WithDirectIO(on bool) Option { return optionFunc(func(c *config) { c.direct = on }) }
 
 // maxSyncs bounds the fsyncs that PersistAsync runs at once per backend.
 const maxSyncs = 16
 
-var (
-	_ driver.Backend = (*Backend)(nil)
-	_ driver.Auditor = (*Backend)(nil)
-)
+var _ driver.Backend = (*Backend)(nil)
 
 // New returns a backend publishing under root. fsys is usually vfs.OS{}
-// (direct I/O applies to the files of an fsys that are *os.File).
+// (direct I/O applies to the files of an fsys that are *os.File). It
+// returns no error: every value of every option is valid, and nothing is
+// touched before the first call.
 func New(fsys vfs.FS, root string, opts ...Option) *Backend {
+	var cfg config
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
 	b := &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
-		syncs: make(chan struct{}, maxSyncs), directBufs: make(chan *directSlot, maxDirect), setDirect: vfs.SetDirect}
+		syncs: make(chan struct{}, maxSyncs), directBufs: make(chan *directSlot, maxDirect), setDirect: vfs.SetDirect,
+		direct: cfg.direct}
 	for range maxDirect {
 		b.directBufs <- nil
-	}
-	for _, o := range opts {
-		o(b)
 	}
 	return b
 }
@@ -368,7 +379,7 @@ func (b *Backend) sameContent(x, y string) (bool, error) {
 	}
 }
 
-// Check implements driver.Auditor: nil when the target exists with the
+// Check implements driver.Output: nil when the target exists with the
 // recorded length and its staging file is gone.
 func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 	if err := ctx.Err(); err != nil {
@@ -391,7 +402,7 @@ func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 	return nil
 }
 
-// Scan implements driver.Auditor: it lists hidden in-progress files and
+// Scan implements driver.Output: it lists hidden in-progress files and
 // reports a visible file named like staging data (".inprogress").
 func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err error) {
 	err = b.walk(ctx, "", func(rel string, _ fs.DirEntry) error {
@@ -507,7 +518,7 @@ func (b *Backend) walk(ctx context.Context, rel string, fn func(string, fs.DirEn
 }
 
 // writer is an in-progress part file: a driver.PartWriter and
-// driver.AsyncPersister. Not safe for concurrent use, except that the
+// driver.PartWriter. Not safe for concurrent use, except that the
 // fsync started by PersistAsync runs beside the other methods.
 type writer struct {
 	b *Backend
@@ -542,7 +553,7 @@ type writer struct {
 	dirSynced bool
 }
 
-var _ driver.AsyncPersister = (*writer)(nil)
+var _ driver.PartWriter = (*writer)(nil)
 
 func (w *writer) broken() error {
 	w.mu.Lock()
@@ -703,7 +714,7 @@ func (w *writer) syncData() error {
 	return nil
 }
 
-// PersistAsync implements driver.AsyncPersister: it records the length
+// PersistAsync implements driver.PartWriter: it records the length
 // written so far and starts the fsync on a goroutine of its own (at most
 // 16 per backend at once), so that writing goes on beside it. The returned
 // function waits for the fsync; a nil error from it means the recorded
@@ -743,6 +754,10 @@ func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
 	}
 	return json.Marshal(r)
 }
+
+// MustRoll implements driver.PartWriter: a file has no limit that
+// rolling must respect.
+func (w *writer) MustRoll() bool { return false }
 
 func (w *writer) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
 	r, err := w.sync(ctx)

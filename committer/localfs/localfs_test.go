@@ -1080,14 +1080,10 @@ func TestPersistAsync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap, ok := pw.(driver.AsyncPersister)
-	if !ok {
-		t.Fatal("the localfs part writer is not a driver.AsyncPersister")
-	}
 	if _, err := pw.Write([]byte("barrier|")); err != nil {
 		t.Fatal(err)
 	}
-	wait, err := ap.PersistAsync(ctx)
+	wait, err := pw.PersistAsync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1112,7 +1108,7 @@ func TestPersistAsync(t *testing.T) {
 		t.Fatalf("after a power loss the staging file holds %q (%v), want at least %q", got, err, "barrier|")
 	}
 	// A second persist, then a close for commit before its wait.
-	wait2, err := ap.PersistAsync(ctx)
+	wait2, err := pw.PersistAsync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,11 +19,6 @@ import (
 	"github.com/filesink/filesink/vfs"
 )
 
-var (
-	_ driver.MetaStore  = (*Backend)(nil)
-	_ driver.FileLister = (*Backend)(nil)
-)
-
 func (b *Backend) metaPath(name string) (string, error) {
 	if err := driver.CheckMetaName(name); err != nil {
 		return "", fmt.Errorf("localfs: %w", err)
@@ -31,12 +26,12 @@ func (b *Backend) metaPath(name string) (string, error) {
 	return filepath.Join(b.root, driver.MetaDir, filepath.FromSlash(name)), nil
 }
 
-// MetaLocation implements driver.MetaStore.
+// MetaLocation implements driver.Output.
 func (b *Backend) MetaLocation(name string) string {
 	return filepath.Join(b.root, driver.MetaDir, filepath.FromSlash(name))
 }
 
-// PutMeta implements driver.MetaStore: see put.
+// PutMeta implements driver.Output: see put.
 func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	full, err := b.metaPath(name)
 	if err != nil {
@@ -45,7 +40,7 @@ func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	return b.put(ctx, full, data)
 }
 
-// PutFile implements driver.MetaStore: see put.
+// PutFile implements driver.Output: see put.
 func (b *Backend) PutFile(ctx context.Context, target string, data []byte) error {
 	if err := driver.CheckHiddenName(target, checkTarget); err != nil {
 		return fmt.Errorf("localfs: %w", err)
@@ -93,7 +88,7 @@ func (b *Backend) put(ctx context.Context, full string, data []byte) error {
 	return nil
 }
 
-// GetMeta implements driver.MetaStore.
+// GetMeta implements driver.Output.
 func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -105,7 +100,7 @@ func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
 	return vfs.ReadFile(b.fs, full)
 }
 
-// ListMeta implements driver.MetaStore; names starting with "." (the
+// ListMeta implements driver.Output; names starting with "." (the
 // temporary files of interrupted puts) are not listed.
 func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
@@ -132,7 +127,21 @@ func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
 	return names, nil
 }
 
-// ListFiles implements driver.FileLister.
+// ListMetaAfter implements driver.Output: ListMeta from the first name
+// greater than after on.
+func (b *Backend) ListMetaAfter(ctx context.Context, dir, after string) ([]string, error) {
+	names, err := b.ListMeta(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	i, found := slices.BinarySearch(names, after)
+	if found {
+		i++
+	}
+	return names[i:], nil
+}
+
+// ListFiles implements driver.Output.
 func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int64) error) error {
 	return b.Walk(ctx, func(rel string, e fs.DirEntry) error {
 		if n := e.Name(); n[0] == '_' || n[0] == '.' {
@@ -146,7 +155,7 @@ func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int
 	})
 }
 
-// OpenFile implements driver.FileLister.
+// OpenFile implements driver.Output.
 func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -157,5 +166,5 @@ func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, e
 	return b.fs.Open(b.abs(target))
 }
 
-// FileLocation implements driver.FileLister.
+// FileLocation implements driver.Output.
 func (b *Backend) FileLocation(target string) string { return b.abs(target) }

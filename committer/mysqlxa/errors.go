@@ -10,12 +10,9 @@ import (
 	"github.com/filesink/filesink/source"
 )
 
-// ErrBadRecord is matched by a *RecordError.
-var ErrBadRecord = errors.New("bad record")
-
 // RecordError reports a record that cannot be written to the table: not a
 // JSON object, a value of the wrong type for its column, a missing key
-// column. Nothing of the record was written. It matches ErrBadRecord.
+// column. Nothing of the record was written. It matches source.ErrBadRecord.
 type RecordError struct {
 	Origin source.Origin // where the record came from
 	Table  string
@@ -30,8 +27,8 @@ func (e *RecordError) Error() string {
 	return fmt.Sprintf("mysqlxa: record %s for table %s: column %s: %s", e.Origin, e.Table, e.Column, e.Reason)
 }
 
-// Unwrap returns ErrBadRecord.
-func (e *RecordError) Unwrap() error { return ErrBadRecord }
+// Unwrap returns source.ErrBadRecord.
+func (e *RecordError) Unwrap() error { return source.ErrBadRecord }
 
 // DataLossError reports that a decided XA branch can no longer be committed:
 // the server does not list it as prepared (XA RECOVER) and its marker row

@@ -90,7 +90,7 @@ func TestUpsertAndInsert(t *testing.T) {
 	}
 	if err := write(mysqlxa.Insert, `{"k":"a","n":1,"amount":1.5}`, `{"k":"b","n":2,"amount":"2","note":"x"}`); err == nil {
 		t.Fatal("a string for a DECIMAL column was accepted")
-	} else if !errors.Is(err, mysqlxa.ErrBadRecord) || !strings.Contains(err.Error(), "t:1") || !strings.Contains(err.Error(), "amount") {
+	} else if !errors.Is(err, source.ErrBadRecord) || !strings.Contains(err.Error(), "t:1") || !strings.Contains(err.Error(), "amount") {
 		t.Fatalf("error %q does not name the record t:1 and column amount", err)
 	}
 	if err := write(mysqlxa.Insert, `{"k":"a","n":1,"amount":1.5}`, `{"k":"b","n":2,"amount":2,"note":"x"}`); err != nil {

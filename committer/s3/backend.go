@@ -45,7 +45,7 @@ const (
 	maxTailObjects = maxMerged + maxDeltas
 )
 
-// Backend is a driver.Backend and driver.Auditor on one prefix of an
+// Backend is a driver.Backend on one prefix of an
 // S3 bucket: every in-progress part file is a multipart upload, published by
 // CompleteMultipartUpload. Safe for concurrent use.
 type Backend struct {
@@ -70,10 +70,7 @@ type Backend struct {
 	spills spillPool
 }
 
-var (
-	_ driver.Backend = (*Backend)(nil)
-	_ driver.Auditor = (*Backend)(nil)
-)
+var _ driver.Backend = (*Backend)(nil)
 
 // New returns a backend publishing part files as objects
 // s3://bucket/prefix/TARGET. prefix may be empty (the bucket's root); leading
@@ -815,7 +812,7 @@ func crcBase64(c uint32) *string {
 	return aws.String(base64.StdEncoding.EncodeToString(b[:]))
 }
 
-// Check implements driver.Auditor: nil when the upload of pending is gone
+// Check implements driver.Output: nil when the upload of pending is gone
 // and its object exists exactly as recorded (length, id, ETag or checksum).
 func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 	if err := ctx.Err(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"syscall"
 	"time"
 
@@ -114,56 +113,27 @@ func brokenConnection(err error) aws.Ternary {
 	return aws.UnknownTernary
 }
 
-// ClientConfig configures NewClient. The zero value uses the standard AWS
-// chain for everything.
-type ClientConfig struct {
-	// Endpoint is the S3 endpoint URL, such as "http://127.0.0.1:9000" for
-	// MinIO (default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL from the
-	// environment or the profile, read by the SDK, else AWS S3).
-	Endpoint string
-	// PathStyle addresses buckets as ENDPOINT/BUCKET/KEY instead of
-	// BUCKET.ENDPOINT/KEY; MinIO and most self-hosted stores need it.
-	PathStyle bool
-	// Region (default: AWS_REGION or the profile's; "us-east-1" when neither
-	// sets one, which MinIO accepts).
-	Region string
-	// Profile selects a shared-config profile (default: AWS_PROFILE or
-	// "default").
-	Profile string
-	// Integrity sets the checksum mode of every request of the client.
-	Integrity Integrity
-	// MaxAttempts bounds the attempts per request (default
-	// DefaultMaxAttempts).
-	MaxAttempts int
-	// MaxBackoff caps the delay between attempts (default
-	// DefaultMaxBackoff).
-	MaxBackoff time.Duration
-}
-
 // NewClient returns an S3 client built from the standard AWS configuration
 // chain (environment, shared config and credentials files, profiles, SSO,
-// web identity, container and instance roles), with cfg's overrides, the
-// bounded retryer of NewRetryer and, for IntegrityFast, the checksum
-// settings described there. Credentials are resolved lazily by the SDK on
-// the first request; they never appear in an error this function returns.
-func NewClient(ctx context.Context, cfg ClientConfig) (*s3api.Client, error) {
-	if cfg.Integrity != IntegrityDefault && cfg.Integrity != IntegrityFast {
-		return nil, fmt.Errorf("s3: unknown integrity mode %d", cfg.Integrity)
+// web identity, container and instance roles), with the overrides of
+// WithEndpoint, WithPathStyle, WithRegion and WithProfile, the bounded
+// retryer of NewRetryer (WithMaxAttempts, WithMaxBackoff) and, for
+// WithIntegrity(IntegrityFast), the checksum settings described there. The
+// options are validated as New validates them; those that configure a
+// Backend or a Store are ignored. Credentials are resolved lazily by the
+// SDK on the first request; they never appear in an error this function
+// returns. A nil error means the options are valid and the configuration
+// chain was read; no request has been made. The client is safe for
+// concurrent use.
+func NewClient(ctx context.Context, opts ...Option) (*s3api.Client, error) {
+	cfg := defaultOptions()
+	for _, opt := range opts {
+		opt.apply(&cfg)
 	}
-	if cfg.Endpoint != "" {
-		u, err := url.Parse(cfg.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			// Never echo the URL: it could carry user info.
-			return nil, errors.New("s3: invalid endpoint: want http(s)://host[:port][/path] without user info")
-		}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	attempts, backoff := cfg.MaxAttempts, cfg.MaxBackoff
-	if attempts <= 0 {
-		attempts = DefaultMaxAttempts
-	}
-	if backoff <= 0 {
-		backoff = DefaultMaxBackoff
-	}
+	attempts, backoff := cfg.maxAttempts, cfg.maxBackoff
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		// Many writers upload in parallel to one host: keep their
 		// connections. A server that accepts a request and never answers
@@ -172,36 +142,36 @@ func NewClient(ctx context.Context, cfg ClientConfig) (*s3api.Client, error) {
 		tr.MaxIdleConnsPerHost = 256
 		tr.ResponseHeaderTimeout = 2 * time.Minute
 	})
-	opts := []func(*config.LoadOptions) error{
+	load := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(httpClient),
 		config.WithRetryer(func() aws.Retryer { return newRetryer(attempts, backoff) }),
 		config.WithDefaultRegion("us-east-1"),
 	}
-	if cfg.Region != "" {
-		opts = append(opts, config.WithRegion(cfg.Region))
+	if cfg.region != "" {
+		load = append(load, config.WithRegion(cfg.region))
 	}
-	if cfg.Profile != "" {
-		opts = append(opts, config.WithSharedConfigProfile(cfg.Profile))
+	if cfg.profile != "" {
+		load = append(load, config.WithSharedConfigProfile(cfg.profile))
 	}
-	if cfg.Integrity == IntegrityFast {
-		opts = append(opts,
+	if cfg.integrity == IntegrityFast {
+		load = append(load,
 			config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 			config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired))
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	awsCfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
 		// The SDK's message names files and profiles, never secrets; it is
 		// not wrapped with %w so that no provider detail travels further.
 		return nil, fmt.Errorf("s3: load AWS configuration: %v", err)
 	}
 	return s3api.NewFromConfig(awsCfg, func(o *s3api.Options) {
-		if cfg.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		if cfg.endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.endpoint)
 		}
-		if cfg.PathStyle {
+		if cfg.pathStyle {
 			o.UsePathStyle = true
 		}
-		if cfg.Integrity == IntegrityFast {
+		if cfg.integrity == IntegrityFast {
 			o.APIOptions = append(o.APIOptions, unsignedPayloadOverTLS)
 		}
 	}), nil

@@ -49,7 +49,7 @@
 // process and written to the socket; over TLS the bytes pass through the
 // process.
 //
-// A checkpoint's persist runs in two steps (driver.AsyncPersister): at
+// A checkpoint's persist runs in two steps (driver.PartWriter.PersistAsync): at
 // the barrier, PersistAsync starts making the bytes written so far durable
 // and returns at once, and the writer goes on spilling and uploading the
 // next bytes; the function it returns waits until the barrier's bytes are
@@ -77,8 +77,7 @@
 // last part, which may be smaller than 5 MiB.
 //
 // A part file has at most 10,000 parts (WithMaxParts lowers that for
-// tests). The writer implements driver.Limited: MustRoll turns true
-// while the last allowed part is being filled, and the file sink rolls the
+// tests). The writer's MustRoll (driver.PartWriter) turns true while the last allowed part is being filled, and the file sink rolls the
 // part file; bytes written to that part before the roll make it grow past
 // the part size (up to S3's 5 GiB per part).
 //

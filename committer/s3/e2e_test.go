@@ -117,7 +117,7 @@ func (e *e2e) process(crashAt int) (restoredAt int, err error) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.store = s3sink.NewStore(client, e.bucket, "out/_filesink")
+	e.store = s3sink.MustNewStore(e.t, client, e.bucket, "out/_filesink")
 	w, err := filesink.New(e.backend, 0, filesink.WithAssigner(bucketing.Field("k")))
 	if err != nil {
 		e.t.Fatal(err)

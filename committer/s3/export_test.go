@@ -3,10 +3,21 @@ package s3
 import (
 	"testing"
 
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/filesink/filesink/internal/testutil/miniotest"
 )
 
 // Exported for the external tests of this directory (package s3_test).
+
+// MustNewStore is NewStore, failing tb on an error.
+func MustNewStore(tb testing.TB, client *s3api.Client, bucket, prefix string, opts ...Option) *Store {
+	tb.Helper()
+	s, err := NewStore(client, bucket, prefix, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
 
 // RequireMinioForTest returns the package's shared MinIO server.
 func RequireMinioForTest(t testing.TB) *miniotest.Server { return requireMinio(t) }

@@ -218,7 +218,7 @@ func (j *faultJob) process(crashAt int) (res processResult) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.store = s3sink.NewStore(client, j.bucket, faultPrefix+"/_filesink", s3sink.WithRetryer(j.retryer))
+	j.store = s3sink.MustNewStore(t, client, j.bucket, faultPrefix+"/_filesink", s3sink.WithRetryer(j.retryer))
 	w, err := filesink.New(j.backend, 0, filesink.WithAssigner(bucketing.Field("k")))
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ func (j *faultJob) verify() {
 			t.Errorf("a further process changed %s (ETag %s -> %q)", k, etag, after[k])
 		}
 	}
-	store := s3sink.NewStore(client, j.bucket, faultPrefix+"/_filesink")
+	store := s3sink.MustNewStore(t, client, j.bucket, faultPrefix+"/_filesink")
 	retained, err := recovery.Retained(ctx, store)
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +609,7 @@ func TestFaultsLostCheckpointPutReply(t *testing.T) {
 	// Every retained record decodes with its id: none was replaced or
 	// written twice under another id.
 	ctx := t.Context()
-	store := s3sink.NewStore(j.client(), j.bucket, faultPrefix+"/_filesink")
+	store := s3sink.MustNewStore(t, j.client(), j.bucket, faultPrefix+"/_filesink")
 	ids, err := store.List(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -17,11 +17,6 @@ import (
 	"github.com/filesink/filesink/committer/driver"
 )
 
-var (
-	_ driver.MetaStore  = (*Backend)(nil)
-	_ driver.FileLister = (*Backend)(nil)
-)
-
 // metaKey is the object key of a metadata name.
 func (b *Backend) metaKey(name string) (string, error) {
 	if err := driver.CheckMetaName(name); err != nil {
@@ -30,10 +25,10 @@ func (b *Backend) metaKey(name string) (string, error) {
 	return b.key(driver.MetaDir + "/" + name), nil
 }
 
-// MetaLocation implements driver.MetaStore.
+// MetaLocation implements driver.Output.
 func (b *Backend) MetaLocation(name string) string { return b.url(driver.MetaDir + "/" + name) }
 
-// PutMeta implements driver.MetaStore: a PutObject with If-None-Match:
+// PutMeta implements driver.Output: a PutObject with If-None-Match:
 // * (a HEAD first on a store without conditional writes); an existing
 // object is read back and compared.
 func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
@@ -44,7 +39,7 @@ func (b *Backend) PutMeta(ctx context.Context, name string, data []byte) error {
 	return b.put(ctx, key, data)
 }
 
-// PutFile implements driver.MetaStore, as PutMeta does.
+// PutFile implements driver.Output, as PutMeta does.
 func (b *Backend) PutFile(ctx context.Context, target string, data []byte) error {
 	if err := driver.CheckHiddenName(target, checkTarget); err != nil {
 		return fmt.Errorf("s3: %w", err)
@@ -70,7 +65,7 @@ func (b *Backend) put(ctx context.Context, key string, data []byte) error {
 	return err
 }
 
-// GetMeta implements driver.MetaStore.
+// GetMeta implements driver.Output.
 func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
 	key, err := b.metaKey(name)
 	if err != nil {
@@ -91,12 +86,12 @@ func (b *Backend) GetMeta(ctx context.Context, name string) ([]byte, error) {
 	return data, nil
 }
 
-// ListMeta implements driver.MetaStore.
+// ListMeta implements driver.Output.
 func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
 	return b.listMeta(ctx, dir, "")
 }
 
-// ListMetaAfter implements driver.MetaListerAfter.
+// ListMetaAfter implements driver.Output.
 func (b *Backend) ListMetaAfter(ctx context.Context, dir, after string) ([]string, error) {
 	return b.listMeta(ctx, dir, after)
 }
@@ -127,7 +122,7 @@ func (b *Backend) listMeta(ctx context.Context, dir, after string) ([]string, er
 	return names, nil
 }
 
-// ListFiles implements driver.FileLister: every object under the
+// ListFiles implements driver.Output: every object under the
 // prefix whose path has no component starting with "_" or "." (staging,
 // metadata and the checkpoint store live under such names).
 func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int64) error) error {
@@ -146,7 +141,7 @@ func (b *Backend) ListFiles(ctx context.Context, fn func(target string, size int
 	})
 }
 
-// OpenFile implements driver.FileLister.
+// OpenFile implements driver.Output.
 func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, error) {
 	key := b.key(target)
 	out, err := b.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &b.bucket, Key: &key}, b.call())
@@ -159,5 +154,5 @@ func (b *Backend) OpenFile(ctx context.Context, target string) (io.ReadCloser, e
 	return out.Body, nil
 }
 
-// FileLocation implements driver.FileLister.
+// FileLocation implements driver.Output.
 func (b *Backend) FileLocation(target string) string { return b.url(target) }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,9 +31,12 @@ const (
 	DefaultConcurrency = 4
 )
 
-// Option configures a Backend or a Store. Options are validated together by
-// New (or NewStore); an option that does not apply to a Store is ignored
-// there.
+// Option configures a client (NewClient), a Backend (New) or a Store
+// (NewStore): one set of values, so that a program can pass the same list
+// to each. Every constructor validates all the options it is given, once,
+// and returns the error; an option that does not apply to what it builds
+// (WithPartSize to NewStore, WithEndpoint to New) is ignored there. Each
+// option's comment names what it applies to when that is not a Backend.
 type Option interface{ apply(*options) }
 
 type optionFunc func(*options)
@@ -73,12 +77,21 @@ type options struct {
 	log         *slog.Logger
 	retryer     aws.Retryer
 	keepRetryer bool
+
+	// NewClient only.
+	endpoint    string
+	pathStyle   bool
+	region      string
+	profile     string
+	maxAttempts int
+	maxBackoff  time.Duration
 }
 
 func defaultOptions() options {
 	return options{
 		partSize: DefaultPartSize, concurrency: DefaultConcurrency, maxParts: MaxParts,
 		spillDir: os.TempDir(), checksums: true, log: slog.New(slog.DiscardHandler),
+		maxAttempts: DefaultMaxAttempts, maxBackoff: DefaultMaxBackoff,
 	}
 }
 
@@ -93,7 +106,7 @@ func WithPartSize(n int64) Option { return optionFunc(func(o *options) { o.partS
 func WithConcurrency(n int) Option { return optionFunc(func(o *options) { o.concurrency = n }) }
 
 // WithMaxParts lowers the number of parts after which a writer asks the file
-// sink to roll the part file (driver.Limited; default and maximum
+// sink to roll the part file (driver.PartWriter.MustRoll; default and maximum
 // MaxParts). Tests use it to reach the limit with little data.
 func WithMaxParts(n int) Option { return optionFunc(func(o *options) { o.maxParts = n }) }
 
@@ -105,7 +118,8 @@ func WithMaxParts(n int) Option { return optionFunc(func(o *options) { o.maxPart
 func WithSpillDir(dir string) Option { return optionFunc(func(o *options) { o.spillDir = dir }) }
 
 // WithIntegrity sets the checksum and signing mode of every request (default
-// IntegrityDefault); see Integrity.
+// IntegrityDefault); see Integrity. It applies to NewClient, New and
+// NewStore.
 func WithIntegrity(m Integrity) Option { return optionFunc(func(o *options) { o.integrity = m }) }
 
 // WithPartChecksums turns the per-part CRC-32 off or on (default on). With it
@@ -170,6 +184,34 @@ func WithRetryer(r aws.Retryer) Option {
 	return optionFunc(func(o *options) { o.retryer, o.keepRetryer = r, r == nil })
 }
 
+// WithEndpoint sets the S3 endpoint URL of NewClient, such as
+// "http://127.0.0.1:9000" for MinIO (default: AWS_ENDPOINT_URL_S3 or
+// AWS_ENDPOINT_URL from the environment or the profile, read by the SDK,
+// else AWS S3). NewClient only.
+func WithEndpoint(url string) Option { return optionFunc(func(o *options) { o.endpoint = url }) }
+
+// WithPathStyle makes NewClient address buckets as ENDPOINT/BUCKET/KEY
+// instead of BUCKET.ENDPOINT/KEY; MinIO and most self-hosted stores need
+// it. NewClient only.
+func WithPathStyle() Option { return optionFunc(func(o *options) { o.pathStyle = true }) }
+
+// WithRegion sets the region of NewClient (default: AWS_REGION or the
+// profile's; "us-east-1" when neither sets one, which MinIO accepts).
+// NewClient only.
+func WithRegion(region string) Option { return optionFunc(func(o *options) { o.region = region }) }
+
+// WithProfile selects the shared-config profile of NewClient (default:
+// AWS_PROFILE or "default"). NewClient only.
+func WithProfile(name string) Option { return optionFunc(func(o *options) { o.profile = name }) }
+
+// WithMaxAttempts bounds the attempts per request of NewClient's retryer
+// (default DefaultMaxAttempts, at least 1). NewClient only.
+func WithMaxAttempts(n int) Option { return optionFunc(func(o *options) { o.maxAttempts = n }) }
+
+// WithMaxBackoff caps the delay between attempts of NewClient's retryer
+// (default DefaultMaxBackoff, positive). NewClient only.
+func WithMaxBackoff(d time.Duration) Option { return optionFunc(func(o *options) { o.maxBackoff = d }) }
+
 func (o *options) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -215,6 +257,19 @@ func (o *options) validate() error {
 	}
 	if o.log == nil {
 		bad("nil logger")
+	}
+	if o.endpoint != "" {
+		u, err := url.Parse(o.endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			// Never echo the URL: it could carry user info.
+			bad("invalid endpoint: want http(s)://host[:port][/path] without user info")
+		}
+	}
+	if o.maxAttempts < 1 {
+		bad("max attempts %d is less than 1", o.maxAttempts)
+	}
+	if o.maxBackoff <= 0 {
+		bad("max backoff %v is not positive", o.maxBackoff)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("s3: invalid options: %w", errors.Join(errs...))

@@ -815,7 +815,7 @@ func TestNewClient(t *testing.T) {
 	t.Setenv("AWS_REGION", "")
 	t.Setenv("AWS_PROFILE", "")
 	for _, mode := range []Integrity{IntegrityDefault, IntegrityFast} {
-		c, err := NewClient(t.Context(), ClientConfig{PathStyle: true, Integrity: mode})
+		c, err := NewClient(t.Context(), WithPathStyle(), WithIntegrity(mode))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -835,7 +835,7 @@ func TestNewClient(t *testing.T) {
 	}
 	// Wrong secret: the error names the problem, never the secret.
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value")
-	c, err := NewClient(t.Context(), ClientConfig{PathStyle: true, MaxAttempts: 1})
+	c, err := NewClient(t.Context(), WithPathStyle(), WithMaxAttempts(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -844,10 +844,10 @@ func TestNewClient(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "wrong-secret-value") || strings.Contains(err.Error(), srv.SecretKey()) {
 		t.Errorf("Open with a wrong secret: %v", err)
 	}
-	if _, err := NewClient(t.Context(), ClientConfig{Endpoint: "http://user:hunter2@host"}); err == nil || strings.Contains(err.Error(), "hunter2") {
+	if _, err := NewClient(t.Context(), WithEndpoint("http://user:hunter2@host")); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("NewClient with credentials in the endpoint: %v", err)
 	}
-	if _, err := NewClient(t.Context(), ClientConfig{Endpoint: "ftp://x"}); err == nil {
+	if _, err := NewClient(t.Context(), WithEndpoint("ftp://x")); err == nil {
 		t.Error("NewClient accepted an ftp endpoint")
 	}
 }
@@ -942,7 +942,7 @@ func TestNoConditionalWrites(t *testing.T) {
 		}
 	}
 	h.wantTarget(t, "part-0-r1-1.txt", []byte("hello"))
-	s := NewStore(client, bucket, "nc/_filesink")
+	s := MustNewStore(t, client, bucket, "nc/_filesink")
 	if err := s.Put(ctx, sampleCheckpoint(1)); err != nil {
 		t.Fatal(err)
 	}

@@ -149,9 +149,8 @@ func s3BenchServer(b *testing.B, m s3sink.Integrity) (*miniotest.Server, *s3api.
 	} {
 		b.Setenv(k, v)
 	}
-	client, err := s3sink.NewClient(context.Background(), s3sink.ClientConfig{
-		Endpoint: srv.Endpoint(), PathStyle: true, Region: srv.Region(), Integrity: m,
-	})
+	client, err := s3sink.NewClient(context.Background(), s3sink.WithEndpoint(srv.Endpoint()), s3sink.WithPathStyle(),
+		s3sink.WithRegion(srv.Region()), s3sink.WithIntegrity(m))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -329,7 +328,10 @@ func s3BenchRunSink(ctx context.Context, client *s3api.Client, bucket, prefix, s
 		return st, err
 	}
 	defer be.Close()
-	store := s3sink.NewStore(client, bucket, prefix+"/_filesink", s3sink.WithIntegrity(m))
+	store, err := s3sink.NewStore(client, bucket, prefix+"/_filesink", s3sink.WithIntegrity(m))
+	if err != nil {
+		return st, err
+	}
 	w, err := filesink.New(be, 0)
 	if err != nil {
 		return st, err
@@ -547,7 +549,10 @@ func s3BenchCheckpoints(b *testing.B, client *s3api.Client, bucket, prefix, spil
 	if err != nil {
 		return nil, nil, err
 	}
-	store := s3sink.NewStore(client, bucket, prefix+"/_filesink")
+	store, err := s3sink.NewStore(client, bucket, prefix+"/_filesink")
+	if err != nil {
+		return nil, nil, err
+	}
 	w, err := filesink.New(be, 0, filesink.WithAssigner(bucketing.Field("key")),
 		filesink.WithRollingPolicy(filesink.DefaultPolicy{}))
 	if err != nil {

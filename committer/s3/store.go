@@ -29,7 +29,6 @@ type Store struct {
 	bucket string
 	prefix string
 	o      options
-	err    error // invalid arguments: every call fails with it
 }
 
 var _ recovery.Store = (*Store)(nil)
@@ -42,8 +41,9 @@ const maxRecord = 1<<30 + 64
 // NewStore returns a checkpoint store in s3://bucket/prefix (leading and
 // trailing slashes of prefix are ignored). Of the options, WithSSES3,
 // WithSSEKMS, WithIntegrity, WithPartChecksums, WithRetryer and WithLogger
-// apply. Invalid arguments make every method fail with the reason.
-func NewStore(client *s3api.Client, bucket, prefix string, opts ...Option) *Store {
+// apply; all are validated. A nil error means the arguments are valid (the
+// store is not contacted).
+func NewStore(client *s3api.Client, bucket, prefix string, opts ...Option) (*Store, error) {
 	s := &Store{client: client, bucket: bucket}
 	s.o = defaultOptions()
 	for _, opt := range opts {
@@ -65,9 +65,9 @@ func NewStore(client *s3api.Client, bucket, prefix string, opts ...Option) *Stor
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		s.err = fmt.Errorf("checkpoint store s3://%s/%s: %w", bucket, prefix, errors.Join(errs...))
+		return nil, fmt.Errorf("checkpoint store s3://%s/%s: %w", bucket, prefix, errors.Join(errs...))
 	}
-	return s
+	return s, nil
 }
 
 // Location implements recovery.Store: "s3://bucket/prefix".
@@ -89,12 +89,7 @@ func (s *Store) key(id uint64) string { return fmt.Sprintf("%s%s%020d", s.dir(),
 
 func (s *Store) call() func(*s3api.Options) { return s.o.apply }
 
-func (s *Store) check(ctx context.Context) error {
-	if s.err != nil {
-		return s.err
-	}
-	return ctx.Err()
-}
+func (s *Store) check(ctx context.Context) error { return ctx.Err() }
 
 // Put implements recovery.Store. A nil error means the record is durable.
 // A record with the same id is an error, and is never replaced; a record

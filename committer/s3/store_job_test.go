@@ -17,7 +17,10 @@ func TestStoreJobID(t *testing.T) {
 	client := srv.Client(t, withRetryer)
 	bucket := srv.NewBucket(t)
 	ctx := t.Context()
-	s := NewStore(client, bucket, "out/_filesink")
+	s, err := NewStore(client, bucket, "out/_filesink")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got, want := s.JobIDLocation(), "s3://"+bucket+"/out/_filesink/JOB"; got != want {
 		t.Errorf("JobIDLocation = %q, want %q", got, want)
 	}

@@ -29,7 +29,7 @@ func TestStore(t *testing.T) {
 	client := srv.Client(t, withRetryer)
 	bucket := srv.NewBucket(t)
 	ctx := t.Context()
-	s := NewStore(client, bucket, "/out/_filesink/")
+	s := MustNewStore(t, client, bucket, "/out/_filesink/")
 	if got, want := s.Location(), "s3://"+bucket+"/out/_filesink"; got != want {
 		t.Errorf("Location = %q, want %q", got, want)
 	}
@@ -37,7 +37,7 @@ func TestStore(t *testing.T) {
 		t.Fatalf("empty store: Latest = %v, %v", c, err)
 	}
 	// A neighbour prefix that shares the name's start is not listed.
-	other := NewStore(client, bucket, "out/_filesink-other")
+	other := MustNewStore(t, client, bucket, "out/_filesink-other")
 	if err := other.Put(ctx, sampleCheckpoint(9)); err != nil {
 		t.Fatal(err)
 	}
@@ -123,18 +123,20 @@ func TestStore(t *testing.T) {
 }
 
 func TestStoreInvalid(t *testing.T) {
-	ctx := t.Context()
-	for _, s := range []*Store{
-		NewStore(nil, "b", "p"),
-		NewStore(s3api.New(s3api.Options{}), "", "p"),
-		NewStore(s3api.New(s3api.Options{}), "b", "a//b"),
-		NewStore(s3api.New(s3api.Options{}), "b", "p", WithConcurrency(0)),
+	for _, tc := range []struct {
+		name   string
+		client *s3api.Client
+		bucket string
+		prefix string
+		opts   []Option
+	}{
+		{"nil client", nil, "b", "p", nil},
+		{"no bucket", s3api.New(s3api.Options{}), "", "p", nil},
+		{"empty prefix component", s3api.New(s3api.Options{}), "b", "a//b", nil},
+		{"invalid option", s3api.New(s3api.Options{}), "b", "p", []Option{WithConcurrency(0)}},
 	} {
-		if _, err := s.List(ctx); err == nil {
-			t.Errorf("List of an invalid store %s succeeded", s.Location())
-		}
-		if err := s.Put(ctx, sampleCheckpoint(1)); err == nil {
-			t.Errorf("Put to an invalid store %s succeeded", s.Location())
+		if s, err := NewStore(tc.client, tc.bucket, tc.prefix, tc.opts...); err == nil {
+			t.Errorf("NewStore (%s) of an invalid store %s succeeded", tc.name, s.Location())
 		}
 	}
 }

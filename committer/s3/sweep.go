@@ -339,7 +339,7 @@ func (b *Backend) AbortUpload(ctx context.Context, key, uploadID string) error {
 	return nil
 }
 
-// Scan implements driver.Auditor: the staging names present (part files
+// Scan implements driver.Output: the staging names present (part files
 // with an upload marker, tail objects or an upload listed under the prefix,
 // as Describe names them), and problems: objects in the staging directory
 // that this package did not name, and objects outside it named like staging

@@ -21,8 +21,7 @@ import (
 	"github.com/filesink/filesink/committer/driver"
 )
 
-// writer is one multipart upload: a driver.PartWriter,
-// driver.AsyncPersister and driver.Limited. Not safe for concurrent
+// writer is one multipart upload: a driver.PartWriter. Not safe for concurrent
 // use, except that the function PersistAsync returns may run beside the
 // other methods; its part uploads and tail puts run on their own
 // goroutines.
@@ -76,11 +75,7 @@ const (
 	maxMerged = 8
 )
 
-var (
-	_ driver.PartWriter     = (*writer)(nil)
-	_ driver.AsyncPersister = (*writer)(nil)
-	_ driver.Limited        = (*writer)(nil)
-)
+var _ driver.PartWriter = (*writer)(nil)
 
 func newWriter(b *Backend, r record) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -319,7 +314,7 @@ func (w *writer) Write(p []byte) (int, error) {
 // Size implements driver.PartWriter.
 func (w *writer) Size() int64 { return w.size }
 
-// MustRoll implements driver.Limited: true once the part being filled is
+// MustRoll implements driver.PartWriter: true once the part being filled is
 // the last one the upload may have.
 func (w *writer) MustRoll() bool { return int(w.next) >= w.b.o.maxParts }
 
@@ -468,7 +463,7 @@ func (w *writer) Persist(ctx context.Context) (json.RawMessage, error) {
 	return wait(ctx)
 }
 
-// PersistAsync implements driver.AsyncPersister. It uploads the bytes
+// PersistAsync implements driver.PartWriter. It uploads the bytes
 // after the last part as a part when they reach MinPartSize, and otherwise
 // stores the bytes written since the last persist as a tail object (see
 // the tail object policy); both run in the background. The returned

@@ -74,7 +74,7 @@ func TestWriteBatch(t *testing.T) {
 				if i == 3 {
 					for _, bad := range []arrow.Record{wrong, nil} {
 						err := w.WriteBatch(ctx, "day=1", bad, source.Origin{Name: "in", Num: num})
-						if !errors.Is(err, filesink.ErrBadRecord) || !strings.Contains(err.Error(), "in:") {
+						if !errors.Is(err, source.ErrBadRecord) || !strings.Contains(err.Error(), "in:") {
 							t.Fatalf("WriteBatch(%T): %v, want a bad record naming its origin", bad, err)
 						}
 					}

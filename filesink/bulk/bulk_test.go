@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/apache/arrow/go/v15/parquet/file"
 	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/source"
 )
 
 func TestParseSchemaAllTypes(t *testing.T) {
@@ -243,7 +244,7 @@ func TestBadRecords(t *testing.T) {
 			before := w.Buffered()
 			err = w.Add([]byte(c.rec))
 			var fe *FieldError
-			if !errors.Is(err, filesink.ErrBadRecord) || !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(fe.Problem, c.problem) {
+			if !errors.Is(err, source.ErrBadRecord) || !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(fe.Problem, c.problem) {
 				t.Errorf("%s %s: error %v, want field %q: ...%s...", name, c.rec, err, c.field, c.problem)
 			}
 			if w.Buffered() < before {
@@ -394,7 +395,7 @@ func TestAddArrow(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := aw.AddArrow(other); !errors.Is(err, filesink.ErrBadRecord) {
+		if err := aw.AddArrow(other); !errors.Is(err, source.ErrBadRecord) {
 			t.Errorf("%s: AddArrow of another schema: %v", name, err)
 		}
 		if err := aw.AddArrow(batch); err != nil {

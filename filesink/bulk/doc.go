@@ -19,7 +19,7 @@
 // are truncated); dates are day numbers or "YYYY-MM-DD"; decimals are JSON
 // numbers or decimal strings, never rounded; binary is base64. Keys not in
 // the schema are ignored. A record that does not fit is a *FieldError,
-// which matches filesink.ErrBadRecord and names the field; it leaves
+// which matches source.ErrBadRecord and names the field; it leaves
 // nothing behind (records are checked whole before anything is appended).
 // Library users can add Arrow record batches with AddArrow, or, through a
 // filesink.Writer, with WriteBatch (the writers implement

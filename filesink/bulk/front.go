@@ -4,8 +4,7 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow/go/v15/arrow"
-
-	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/source"
 )
 
 // rowFront is what the Parquet and Arrow IPC writers share in front of
@@ -22,7 +21,7 @@ type rowFront struct {
 
 // Add converts one JSON object record and appends it to the row group (or
 // record batch). A record that does not fit the schema is a *FieldError
-// (matching filesink.ErrBadRecord) and leaves no trace: the writer stays
+// (matching source.ErrBadRecord) and leaves no trace: the writer stays
 // usable. A nil error means the row is buffered (not that it was written).
 func (w *rowFront) Add(record []byte) error {
 	if err := w.usable(); err != nil {
@@ -41,7 +40,7 @@ func (w *rowFront) Add(record []byte) error {
 // exactly the schema's Arrow schema (Schema.Arrow). The batch is retained
 // until it is written; the caller may release its own reference. A batch
 // with another schema, or with nulls in a top-level column that is not
-// nullable, is an error matching filesink.ErrBadRecord and adds nothing.
+// nullable, is an error matching source.ErrBadRecord and adds nothing.
 func (w *rowFront) AddArrow(rec arrow.Record) error {
 	if err := w.usable(); err != nil {
 		return err
@@ -59,7 +58,7 @@ func (w *rowFront) AddArrow(rec arrow.Record) error {
 // batch is added as with AddArrow.
 func (w *rowFront) AddBatch(batch arrow.Record) (int64, error) {
 	if batch == nil {
-		return 0, fmt.Errorf("bulk: a nil batch of %s rows: %w", w.format, filesink.ErrBadRecord)
+		return 0, fmt.Errorf("bulk: a nil batch of %s rows: %w", w.format, source.ErrBadRecord)
 	}
 	if err := w.AddArrow(batch); err != nil {
 		return 0, err

@@ -8,7 +8,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/apache/arrow/go/v15/arrow/util"
-	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/source"
 )
 
 var errClosed = errors.New("bulk: writer is closed")
@@ -67,7 +67,7 @@ func (r *rowBuffer) add(rec []byte) error {
 
 func (r *rowBuffer) addArrow(rec arrow.Record) error {
 	if !rec.Schema().Equal(r.schema.arrow) {
-		return fmt.Errorf("bulk: record batch schema %s does not match the writer's %s: %w", rec.Schema(), r.schema.arrow, filesink.ErrBadRecord)
+		return fmt.Errorf("bulk: record batch schema %s does not match the writer's %s: %w", rec.Schema(), r.schema.arrow, source.ErrBadRecord)
 	}
 	for i, f := range r.schema.arrow.Fields() {
 		if !f.Nullable && rec.Column(i).NullN() > 0 {

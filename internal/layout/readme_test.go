@@ -123,7 +123,8 @@ func goBlocks(md string) []string {
 }
 
 // readmeProgram makes one package main of the examples: each is the body of
-// a function of its own, its variables used, with the imports it names.
+// a function of its own returning an error, its variables used, with the
+// imports it names.
 func readmeProgram(blocks []string) (string, error) {
 	used := map[string]bool{"context": true}
 	var funcs bytes.Buffer
@@ -135,11 +136,11 @@ func readmeProgram(blocks []string) (string, error) {
 		for _, name := range pkgs {
 			used[name] = true
 		}
-		fmt.Fprintf(&funcs, "\nfunc example%d() {\n%s", i+1, b)
+		fmt.Fprintf(&funcs, "\nfunc example%d() error {\n%s", i+1, b)
 		for _, v := range vars {
 			fmt.Fprintf(&funcs, "\t_ = %s\n", v)
 		}
-		funcs.WriteString("}\n")
+		funcs.WriteString("\treturn nil\n}\n")
 	}
 	var src bytes.Buffer
 	src.WriteString("// Command readme is README.md's Go examples, compiled by a test.\npackage main\n\nimport (\n")

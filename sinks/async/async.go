@@ -140,50 +140,56 @@ type config struct {
 	log         *slog.Logger
 }
 
-// Option configures a Sink.
-type Option func(*config)
+// Option configures a Sink: a value of this sealed interface, made by the
+// With functions of this package and validated, with the others, once by
+// New.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 // WithName sets the participant name's prefix (default "async"): the
 // Sink's Name is PREFIX/SUBTASK. It must be stable across restarts.
-func WithName(prefix string) Option { return func(c *config) { c.name = prefix } }
+func WithName(prefix string) Option { return optionFunc(func(c *config) { c.name = prefix }) }
 
 // WithSinkID sets the id that starts every idempotency key (default: the
 // name prefix). Two jobs sending to one receiver need different ids. It
 // may hold letters, digits and ". _ : -", at most 128 bytes.
-func WithSinkID(id string) Option { return func(c *config) { c.id = id } }
+func WithSinkID(id string) Option { return optionFunc(func(c *config) { c.id = id }) }
 
 // WithWorkers sets the number of sending goroutines (default
 // runtime.NumCPU()).
-func WithWorkers(n int) Option { return func(c *config) { c.workers = n } }
+func WithWorkers(n int) Option { return optionFunc(func(c *config) { c.workers = n }) }
 
 // WithQueue sets the number of closed batches the queue holds before Write
 // blocks (default 2 x workers). Memory is bounded by (queue + workers + 1)
 // x the batch size.
-func WithQueue(n int) Option { return func(c *config) { c.queue = n } }
+func WithQueue(n int) Option { return optionFunc(func(c *config) { c.queue = n }) }
 
 // WithMaxRecords closes a batch at n records (default 500).
-func WithMaxRecords(n int) Option { return func(c *config) { c.maxRecords = n } }
+func WithMaxRecords(n int) Option { return optionFunc(func(c *config) { c.maxRecords = n }) }
 
 // WithMaxBytes closes a batch before a record would take it over n bytes of
 // records (default 1 MiB); a single larger record is a batch of its own.
-func WithMaxBytes(n int) Option { return func(c *config) { c.maxBytes = n } }
+func WithMaxBytes(n int) Option { return optionFunc(func(c *config) { c.maxBytes = n }) }
 
 // WithLinger closes a batch d after its first record was written, however
 // small it is (default 1 s; 0: never).
-func WithLinger(d time.Duration) Option { return func(c *config) { c.linger = d } }
+func WithLinger(d time.Duration) Option { return optionFunc(func(c *config) { c.linger = d }) }
 
 // WithSendTimeout sets the deadline of each Send's context (default 2 min),
 // and the grace period after it at which a Send that has not returned
 // counts as a dead worker (default 10 s).
 func WithSendTimeout(timeout, grace time.Duration) Option {
-	return func(c *config) { c.sendTimeout, c.grace = timeout, grace }
+	return optionFunc(func(c *config) { c.sendTimeout, c.grace = timeout, grace })
 }
 
 // WithGuarantee sets the delivery guarantee (default AtLeastOnce).
-func WithGuarantee(g Guarantee) Option { return func(c *config) { c.guarantee = g } }
+func WithGuarantee(g Guarantee) Option { return optionFunc(func(c *config) { c.guarantee = g }) }
 
 // WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }
 
 func (c *config) validate() error {
 	switch {
@@ -203,6 +209,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("async: send timeout %v and grace %v: want a positive timeout", c.sendTimeout, c.grace)
 	case c.guarantee != AtLeastOnce && c.guarantee != AtMostOnce:
 		return fmt.Errorf("async: unknown guarantee %d", c.guarantee)
+	case c.log == nil:
+		return errors.New("async: nil logger")
 	}
 	return checkID(c.id)
 }
@@ -271,7 +279,7 @@ func New(sender Sender, subtask int, opts ...Option) (*Sink, error) {
 	c := config{name: "async", workers: runtime.NumCPU(), maxRecords: DefaultMaxRecords, maxBytes: DefaultMaxBytes,
 		linger: DefaultLinger, sendTimeout: DefaultSendTimeout, grace: DefaultGrace, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
-		o(&c)
+		o.apply(&c)
 	}
 	if c.id == "" {
 		c.id = c.name

@@ -39,6 +39,22 @@ type Client struct {
 	display    string // the URL for messages: no user info, query values hidden
 	user, pass string
 	auth       bool
+	config
+}
+
+var _ async.Sender = (*Client)(nil)
+
+// Option configures a Client: a value of this sealed interface, made by
+// the With functions of this package and validated, with the others, once
+// by New.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is what the options set.
+type config struct {
 	hc         *http.Client
 	attempts   int
 	backoff    time.Duration
@@ -48,34 +64,42 @@ type Client struct {
 	log        *slog.Logger
 }
 
-var _ async.Sender = (*Client)(nil)
-
-// Option configures a Client.
-type Option func(*Client)
+func (c *config) validate() error {
+	if c.attempts < 1 || c.backoff < 0 || c.maxBackoff < c.backoff || c.timeout <= 0 {
+		return fmt.Errorf("httpsink: %d attempts, backoff %v up to %v, timeout %v: want at least 1 attempt, 0 <= base <= max and a positive timeout",
+			c.attempts, c.backoff, c.maxBackoff, c.timeout)
+	}
+	if c.log == nil {
+		return errors.New("httpsink: nil logger")
+	}
+	return nil
+}
 
 // WithHTTPClient sets the HTTP client (default: one with its own
 // transport, keeping up to 256 idle connections to the host, and not
 // following redirects). Its Timeout should be 0: WithTimeout bounds each
 // attempt.
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+func WithHTTPClient(hc *http.Client) Option { return optionFunc(func(c *config) { c.hc = hc }) }
 
 // WithRetry sets the number of attempts per batch (at least 1; 1: no
 // retry) and the backoff: a random wait in [0, min(max, base x 2^(n-1))]
 // after the n-th failed attempt (full jitter), or the server's
 // Retry-After if it is longer, capped at max. Defaults 6, 200 ms, 10 s.
 func WithRetry(attempts int, base, max time.Duration) Option {
-	return func(c *Client) { c.attempts, c.backoff, c.maxBackoff = attempts, base, max }
+	return optionFunc(func(c *config) { c.attempts, c.backoff, c.maxBackoff = attempts, base, max })
 }
 
 // WithTimeout bounds each attempt, from sending the request to reading the
 // response (default 30 s).
-func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+func WithTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.timeout = d }) }
 
 // WithHeader adds a header to every request.
-func WithHeader(key, value string) Option { return func(c *Client) { c.header.Add(key, value) } }
+func WithHeader(key, value string) Option {
+	return optionFunc(func(c *config) { c.header.Add(key, value) })
+}
 
 // WithLogger sets the logger of retries (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }
 
 // New returns a Client that posts to rawURL (http:// or https://). User
 // info in the URL is sent as HTTP basic authentication and never appears
@@ -91,8 +115,15 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("httpsink: URL %s: no host", Redact(rawURL))
 	}
-	c := &Client{attempts: DefaultAttempts, backoff: DefaultBackoff, maxBackoff: DefaultMaxBackoff,
+	cfg := config{attempts: DefaultAttempts, backoff: DefaultBackoff, maxBackoff: DefaultMaxBackoff,
 		timeout: DefaultTimeout, header: http.Header{}, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{config: cfg}
 	if u.User != nil {
 		c.user = u.User.Username()
 		c.pass, _ = u.User.Password()
@@ -101,13 +132,6 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 	}
 	c.target = u.String()
 	c.display = Redact(rawURL)
-	for _, o := range opts {
-		o(c)
-	}
-	if c.attempts < 1 || c.backoff < 0 || c.maxBackoff < c.backoff || c.timeout <= 0 {
-		return nil, fmt.Errorf("httpsink: %d attempts, backoff %v up to %v, timeout %v: want at least 1 attempt, 0 <= base <= max and a positive timeout",
-			c.attempts, c.backoff, c.maxBackoff, c.timeout)
-	}
 	if c.hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 256

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/source"
 )
 
 // FakeBulk is a bulk format for tests of the Writer's bulk integration: a
@@ -67,17 +68,17 @@ func (w *fakeBulkWriter) Add(record []byte) error {
 	// A cheap check (tests write millions of records): an object with an
 	// integer "id" somewhere.
 	if len(record) < 2 || record[0] != '{' || record[len(record)-1] != '}' {
-		return fmt.Errorf("%w: not a JSON object", filesink.ErrBadRecord)
+		return fmt.Errorf("%w: not a JSON object", source.ErrBadRecord)
 	}
 	i := bytes.Index(record, []byte(`"id":`))
 	if i < 0 {
-		return fmt.Errorf("%w: field \"id\": missing", filesink.ErrBadRecord)
+		return fmt.Errorf("%w: field \"id\": missing", source.ErrBadRecord)
 	}
 	if _, err := strconv.ParseInt(string(idDigits(record[i+5:])), 10, 64); err != nil {
-		return fmt.Errorf("%w: field \"id\": %v", filesink.ErrBadRecord, err)
+		return fmt.Errorf("%w: field \"id\": %v", source.ErrBadRecord, err)
 	}
 	if bytes.Contains(record, []byte(`"bad":true`)) || bytes.IndexByte(record, '\n') >= 0 {
-		return fmt.Errorf("%w: field \"bad\": the record says it is bad", filesink.ErrBadRecord)
+		return fmt.Errorf("%w: field \"bad\": the record says it is bad", source.ErrBadRecord)
 	}
 	w.pending = append(w.pending, record...)
 	w.pending = append(w.pending, '\n')

@@ -124,6 +124,7 @@ var cases = []testCase{
 	{"Resume/StagingShorter", testResumeStagingShorter},
 	{"Resume/StagingMissing", testResumeStagingMissing},
 	{"Resume/Malformed", testResumeMalformed},
+	{"Resume/FromPersistAsync", testPersistAsync},
 
 	// Sweep.
 	{"Sweep/OnlyOrphansOfNamespace", testSweep},
@@ -134,8 +135,10 @@ var cases = []testCase{
 	// Describe.
 	{"Describe", testDescribe},
 
-	// Auditor (optional).
-	{"Auditor/Check", testAuditorCheck},
+	// Output: audit, metadata, finished files.
+	{"Output/Check", testOutputCheck},
+	{"Output/MetaPutGetList", testMetaPutGetList},
+	{"Output/FilesListOpen", testFilesListOpen},
 
 	// Concurrency.
 	{"Concurrent/OpenWriteCommit", testConcurrent},
