@@ -17,10 +17,13 @@ test: lint
 	FILESINK_MINIO="$$(GO='$(GO)' scripts/minio)" && export FILESINK_MINIO && \
 	$(GO) test -race -timeout 40m ./...
 
+# gofmt, vet, and the build and vet for darwin and windows (the tests run
+# on Linux; the library and the CLI must build everywhere).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	for os in darwin windows; do GOOS=$$os $(GO) build ./... && GOOS=$$os $(GO) vet ./... || exit 1; done
 
 # Short coverage-guided fuzzing of the decoders and the path sanitiser.
 fuzz:
