@@ -177,7 +177,8 @@ func (c *Coordinator) NextID() uint64 { return c.next }
 // committables} is written to the store. A nil error means checkpoint id is
 // decided: its committables will be published, by Commit or by a later
 // Recover. final asks participants to close every open part (end of input
-// or shutdown). Prepare is Begin followed by Phase1.Decide.
+// or shutdown). Prepare is Begin followed by Phase1.Decide: Complete
+// without phase 2 and the post-commit.
 func (c *Coordinator) Prepare(ctx context.Context, source json.RawMessage, final bool) (uint64, error) {
 	ph, err := c.Begin(ctx, source, final)
 	if err != nil {
