@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/decimal128"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/filesink/filesink/internal/jsonscan"
 )
 
 // The JSON → Arrow converter.
@@ -26,9 +28,6 @@ import (
 // grown. It accepts what encoding/json accepts: strings with invalid UTF-8
 // or lone surrogates get U+FFFD, a duplicate key keeps its last value, and
 // keys not in the schema are skipped (after checking their syntax).
-
-// maxDepth bounds nesting, like encoding/json.
-const maxDepth = 10000
 
 const (
 	slotMissing uint8 = iota
@@ -129,16 +128,7 @@ type parser struct {
 	i int
 }
 
-func (p *parser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *parser) ws() { p.i = jsonscan.SkipSpace(p.b, p.i) }
 
 func syntaxErr(p *parser, msg string) error {
 	return &FieldError{Problem: "invalid JSON at byte " + strconv.Itoa(p.i) + ": " + msg}
@@ -274,28 +264,10 @@ func (c *converter) add(rec []byte) error {
 	return nil
 }
 
-func jsonKind(c byte) string {
-	switch {
-	case c == '"':
-		return "a string"
-	case c == '{':
-		return "an object"
-	case c == '[':
-		return "an array"
-	case c == 't' || c == 'f':
-		return "a bool"
-	case c == 'n':
-		return "null"
-	case c == '-' || c >= '0' && c <= '9':
-		return "a number"
-	}
-	return "invalid JSON"
-}
-
 var typeNames = [...]string{kInt32: "int32", kInt64: "int64", kFloat32: "float32", kFloat64: "float64", kBool: "bool", kString: "string", kBinary: "binary (a base64 string)", kTimestamp: "timestamp (a number or an RFC 3339 string)", kDate: "date (days since 1970-01-01 or \"YYYY-MM-DD\")", kDecimal: "decimal (a number or a decimal string)", kList: "a list (JSON array)", kStruct: "a struct (JSON object)"}
 
 func wrongType(n *node, c byte) error {
-	return fieldErr(n, "wrong type: want %s, got %s", typeNames[n.kind], jsonKind(c))
+	return fieldErr(n, "wrong type: want %s, got %s", typeNames[n.kind], jsonscan.KindOf(c))
 }
 
 // scalar parses one scalar value into sl, checking it against n.

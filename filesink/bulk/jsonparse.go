@@ -5,8 +5,6 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -19,7 +17,7 @@ import (
 // p. In append mode the value must have passed the check mode: errors are
 // then not expected.
 func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error {
-	if depth > maxDepth {
+	if depth > jsonscan.MaxDepth {
 		return syntaxErr(p, "nesting too deep")
 	}
 	if p.i >= len(p.b) {
@@ -225,212 +223,64 @@ func (c *converter) appendSlot(b array.Builder, n *node, sl *slot, rec []byte) {
 }
 
 func (p *parser) lit(w string) error {
-	if len(p.b)-p.i < len(w) || string(p.b[p.i:p.i+len(w)]) != w {
-		return syntaxErr(p, "invalid literal")
-	}
-	p.i += len(w)
-	return nil
+	var err error
+	p.i, err = jsonscan.Literal(p.b, p.i, w)
+	return p.syntax(err)
 }
 
 // str scans the string starting at p.i (which must be '"') and returns
 // the span of its contents. esc is true when the contents need unescape
 // (escapes, or invalid UTF-8 to replace).
 func (p *parser) str() (s, e int, esc bool, err error) {
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return 0, 0, false, syntaxErr(p, "expected a string")
+	end, esc, err := jsonscan.String(p.b, p.i)
+	if err != nil {
+		return 0, 0, false, p.syntax(err)
 	}
-	p.i++
-	s = p.i
-	b := p.b
-	i := p.i
-	high := false
-	for {
-		i += jsonscan.IndexSpecial(b[i:], true)
-		if i >= len(b) {
-			p.i = i
-			return 0, 0, false, syntaxErr(p, "unterminated string")
-		}
-		switch ch := b[i]; {
-		case ch == '"':
-			p.i = i + 1
-			if high && !esc && !utf8.Valid(b[s:i]) {
-				esc = true
-			}
-			return s, i, esc, nil
-		case ch == '\\':
-			esc = true
-			if i+1 >= len(b) {
-				p.i = i
-				return 0, 0, false, syntaxErr(p, "unterminated escape")
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(b) || !hex4(b[i+2:i+6]) {
-					p.i = i
-					return 0, 0, false, syntaxErr(p, "invalid \\u escape")
-				}
-				i += 6
-			default:
-				p.i = i
-				return 0, 0, false, syntaxErr(p, "invalid escape")
-			}
-		case ch < 0x20:
-			p.i = i
-			return 0, 0, false, syntaxErr(p, "control character in string")
-		case ch >= 0x80:
-			high = true
-			i++
-		default:
-			i++
-		}
-	}
-}
-
-func hex4(h []byte) bool {
-	for _, c := range h {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
-		}
-	}
-	return true
-}
-
-func hexVal(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		default:
-			c = c - 'A' + 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
+	s = p.i + 1
+	p.i = end
+	return s, end - 1, esc, nil
 }
 
 // unescape appends the decoded contents of a JSON string (already
 // validated by str) to dst, as encoding/json decodes them: invalid UTF-8
 // and lone surrogates become U+FFFD.
 func unescape(dst, src []byte) []byte {
-	for i := 0; i < len(src); {
-		ch := src[i]
-		switch {
-		case ch == '\\':
-			switch src[i+1] {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r := hexVal(src[i+2 : i+6])
-				i += 6
-				if utf16.IsSurrogate(r) {
-					if i+6 <= len(src) && src[i] == '\\' && src[i+1] == 'u' && hex4(src[i+2:i+6]) {
-						if r2 := utf16.DecodeRune(r, hexVal(src[i+2:i+6])); r2 != utf8.RuneError {
-							i += 6
-							dst = utf8.AppendRune(dst, r2)
-							continue
-						}
-					}
-					r = utf8.RuneError
-				}
-				dst = utf8.AppendRune(dst, r)
-				continue
-			default: // " \ /
-				dst = append(dst, src[i+1])
-			}
-			i += 2
-		case ch < utf8.RuneSelf:
-			dst = append(dst, ch)
-			i++
-		default:
-			r, size := utf8.DecodeRune(src[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, src[i:i+size]...)
-			}
-			i += size
-		}
-	}
+	dst, _ = jsonscan.AppendUnquote(dst, src)
 	return dst
 }
 
 // number scans a JSON number at p.i and returns its span; isInt is true
 // when it has no fraction and no exponent.
 func (p *parser) number() (s, e int, isInt bool, err error) {
-	b := p.b
-	i := p.i
-	s = i
-	if i < len(b) && b[i] == '-' {
-		i++
+	s = p.i
+	e, isInt, err = jsonscan.Number(p.b, p.i)
+	p.i = e
+	if err != nil {
+		return 0, 0, false, p.syntax(err)
 	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	default:
-		p.i = i
-		return 0, 0, false, syntaxErr(p, "invalid number")
-	}
-	isInt = true
-	if i < len(b) && b[i] == '.' {
-		isInt = false
-		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			p.i = i
-			return 0, 0, false, syntaxErr(p, "invalid number")
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		isInt = false
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			p.i = i
-			return 0, 0, false, syntaxErr(p, "invalid number")
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	p.i = i
-	return s, i, isInt, nil
+	return s, e, isInt, nil
 }
 
 // skip checks and skips any JSON value (jsonscan's scanner, which also
 // validates JSON lines).
 func (p *parser) skip(depth int) error {
-	end, err := jsonscan.Skip(p.b, p.i, depth)
-	if err != nil {
-		var se *jsonscan.SyntaxError
-		if errors.As(err, &se) {
-			p.i = se.Offset
-			return syntaxErr(p, se.Msg)
-		}
-		return err
+	var err error
+	p.i, err = jsonscan.Skip(p.b, p.i, depth)
+	return p.syntax(err)
+}
+
+// syntax returns a jsonscan error as the converter's: a *FieldError, at
+// the same offset. A nil err gives nil.
+func (p *parser) syntax(err error) error {
+	if err == nil {
+		return nil
 	}
-	p.i = end
-	return nil
+	var se *jsonscan.SyntaxError
+	if errors.As(err, &se) {
+		p.i = se.Offset
+		return syntaxErr(p, se.Msg)
+	}
+	return err
 }
 
 // float64pow10 are the powers of ten a float64 holds exactly.
@@ -522,31 +372,11 @@ func exponent(b []byte) int {
 // p.i unchanged, for anything else (fractions, exponents, longer or
 // invalid numbers), which number and parseInt then handle.
 func (p *parser) shortInt() (v int64, ok bool) {
-	b := p.b
-	i := p.i
-	neg := i < len(b) && b[i] == '-'
-	if neg {
-		i++
+	v, end, ok := jsonscan.ShortInt(p.b, p.i)
+	if ok {
+		p.i = end
 	}
-	s := i
-	var u int64
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' && i-s < 18 {
-		u = u*10 + int64(b[i]-'0')
-		i++
-	}
-	switch {
-	case i == s, i-s > 1 && b[s] == '0':
-		return 0, false // no digit, or a leading zero: number says why
-	case i < len(b):
-		if c := b[i]; c == '.' || c == 'e' || c == 'E' || c >= '0' && c <= '9' {
-			return 0, false
-		}
-	}
-	p.i = i
-	if neg {
-		u = -u
-	}
-	return u, true
+	return v, ok
 }
 
 // parseInt parses a JSON integer (already validated); ok is false on
