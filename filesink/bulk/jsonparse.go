@@ -25,20 +25,7 @@ func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error 
 	}
 	ch := p.b[p.i]
 	if n.kind < kList {
-		var sl slot
-		mark := len(c.scratch)
-		if err := c.scalar(p, n, &sl); err != nil {
-			return err
-		}
-		if b != nil {
-			if sl.state == slotNull {
-				b.AppendNull()
-			} else {
-				c.appendSlot(b, n, &sl, p.b)
-			}
-		}
-		c.scratch = c.scratch[:mark]
-		return nil
+		return c.nestedScalar(p, n, b)
 	}
 	if ch == 'n' {
 		if err := p.lit("null"); err != nil {
@@ -55,137 +42,181 @@ func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error 
 	switch n.kind {
 	case kList:
 		if ch != '[' {
-			return c.badValue(p, n, ch)
+			return badValue(p, n, ch)
 		}
-		var vb array.Builder
-		if b != nil {
-			lb := b.(*array.ListBuilder)
-			lb.Append(true)
-			vb = lb.ValueBuilder()
-		}
-		p.i++
-		p.ws()
-		if p.i < len(p.b) && p.b[p.i] == ']' {
-			p.i++
-			return nil
-		}
-		for {
-			if err := c.value(p, n.elem, vb, depth+1); err != nil {
-				return err
-			}
-			p.ws()
-			if p.i >= len(p.b) {
-				return syntaxErr(p, "unexpected end of input in array")
-			}
-			switch p.b[p.i] {
-			case ',':
-				p.i++
-				p.ws()
-			case ']':
-				p.i++
-				return nil
-			default:
-				return syntaxErr(p, "expected ',' or ']' in array")
-			}
-		}
+		return c.list(p, n, b, depth)
 	case kStruct:
 		if ch != '{' {
-			return c.badValue(p, n, ch)
+			return badValue(p, n, ch)
 		}
-		for len(c.seen) <= depth {
-			c.seen = append(c.seen, nil)
-			c.spans = append(c.spans, nil)
-		}
-		nf := len(n.fields)
-		if cap(c.seen[depth]) < nf {
-			c.seen[depth] = make([]bool, nf)
-			c.spans[depth] = make([][2]int, nf)
-		}
-		seen, spans := c.seen[depth][:nf], c.spans[depth][:nf]
-		clear(seen)
-		p.i++
-		p.ws()
-		guess := 0
-		if p.i < len(p.b) && p.b[p.i] == '}' {
-			p.i++
+		return c.structValue(p, n, b, depth)
+	}
+	return fieldErr(n, "internal: unknown kind")
+}
+
+// nestedScalar checks, or appends to b, a scalar inside a list or struct.
+func (c *converter) nestedScalar(p *parser, n *node, b array.Builder) error {
+	var sl slot
+	mark := len(c.scratch)
+	if err := c.scalar(p, n, &sl); err != nil {
+		return err
+	}
+	if b != nil {
+		if sl.state == slotNull {
+			b.AppendNull()
 		} else {
-			for {
-				k0, k1, esc, err := p.str()
-				if err != nil {
-					return err
-				}
-				key := p.b[k0:k1]
-				if esc {
-					key = unescape(nil, key)
-				}
-				idx := n.lookup(key, guess)
-				p.ws()
-				if p.i >= len(p.b) || p.b[p.i] != ':' {
-					return syntaxErr(p, "expected ':' after key")
-				}
-				p.i++
-				p.ws()
-				switch {
-				case idx < 0:
-					if err := p.skip(depth + 1); err != nil {
-						return err
-					}
-				case b == nil:
-					guess = idx + 1
-					seen[idx] = true
-					if err := c.value(p, n.fields[idx], nil, depth+1); err != nil {
-						return err
-					}
-				default:
-					guess = idx + 1
-					seen[idx] = true
-					spans[idx][0] = p.i
-					if err := p.skip(depth + 1); err != nil {
-						return err
-					}
-					spans[idx][1] = p.i
-				}
-				p.ws()
-				if p.i >= len(p.b) {
-					return syntaxErr(p, "unexpected end of input in object")
-				}
-				if p.b[p.i] == ',' {
-					p.i++
-					p.ws()
-					continue
-				}
-				if p.b[p.i] == '}' {
-					p.i++
-					break
-				}
-				return syntaxErr(p, "expected ',' or '}' in object")
-			}
+			c.appendSlot(b, n, &sl, p.b)
 		}
-		if b == nil {
-			for i, f := range n.fields {
-				if !seen[i] && !f.nullable {
-					return fieldErr(f, "missing required field")
-				}
-			}
+	}
+	c.scratch = c.scratch[:mark]
+	return nil
+}
+
+// list checks, or appends to b, the array at p.i == '['.
+func (c *converter) list(p *parser, n *node, b array.Builder, depth int) error {
+	var vb array.Builder
+	if b != nil {
+		lb := b.(*array.ListBuilder)
+		lb.Append(true)
+		vb = lb.ValueBuilder()
+	}
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return nil
+	}
+	for {
+		if err := c.value(p, n.elem, vb, depth+1); err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return syntaxErr(p, "unexpected end of input in array")
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			p.ws()
+		case ']':
+			p.i++
 			return nil
+		default:
+			return syntaxErr(p, "expected ',' or ']' in array")
 		}
-		sb := b.(*array.StructBuilder)
-		sb.Append(true)
+	}
+}
+
+// structValue checks, or appends to b, the object at p.i == '{'. The
+// check mode checks every member; the append mode notes where the members
+// are, then appends them in the order of the struct's fields.
+func (c *converter) structValue(p *parser, n *node, b array.Builder, depth int) error {
+	for len(c.seen) <= depth {
+		c.seen = append(c.seen, nil)
+		c.spans = append(c.spans, nil)
+	}
+	nf := len(n.fields)
+	if cap(c.seen[depth]) < nf {
+		c.seen[depth] = make([]bool, nf)
+		c.spans[depth] = make([][2]int, nf)
+	}
+	seen, spans := c.seen[depth][:nf], c.spans[depth][:nf]
+	clear(seen)
+	if err := c.structMembers(p, n, b == nil, depth, seen, spans); err != nil {
+		return err
+	}
+	if b == nil {
 		for i, f := range n.fields {
-			fb := sb.FieldBuilder(i)
-			if !seen[i] {
-				fb.AppendNull()
-				continue
-			}
-			sub := parser{b: p.b, i: spans[i][0]}
-			// The children use deeper levels of seen/spans: ours stay.
-			if err := c.value(&sub, f, fb, depth+1); err != nil {
-				return err
+			if !seen[i] && !f.nullable {
+				return fieldErr(f, "missing required field")
 			}
 		}
 		return nil
 	}
-	return fieldErr(n, "internal: unknown kind")
+	sb := b.(*array.StructBuilder)
+	sb.Append(true)
+	for i, f := range n.fields {
+		fb := sb.FieldBuilder(i)
+		if !seen[i] {
+			fb.AppendNull()
+			continue
+		}
+		sub := parser{b: p.b, i: spans[i][0]}
+		// The children use deeper levels of seen/spans: ours stay.
+		if err := c.value(&sub, f, fb, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// structMembers parses the members of the object at p.i == '{' up to its
+// '}', marking in seen the fields met. With check, it checks their
+// values; else it records their spans.
+func (c *converter) structMembers(p *parser, n *node, check bool, depth int, seen []bool, spans [][2]int) error {
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return nil
+	}
+	guess := 0
+	for {
+		idx, err := structKey(p, n, guess)
+		if err != nil {
+			return err
+		}
+		switch {
+		case idx < 0:
+			err = p.skip(depth + 1)
+		case check:
+			guess, seen[idx] = idx+1, true
+			err = c.value(p, n.fields[idx], nil, depth+1)
+		default:
+			guess, seen[idx] = idx+1, true
+			spans[idx][0] = p.i
+			err = p.skip(depth + 1)
+			spans[idx][1] = p.i
+		}
+		if err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return syntaxErr(p, "unexpected end of input in object")
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			p.ws()
+		case '}':
+			p.i++
+			return nil
+		default:
+			return syntaxErr(p, "expected ',' or '}' in object")
+		}
+	}
+}
+
+// structKey parses a key of a struct's object and the ':' after it, and
+// returns the index of its field in n (-1 for a key not in n).
+func structKey(p *parser, n *node, guess int) (int, error) {
+	k0, k1, esc, err := p.str()
+	if err != nil {
+		return 0, err
+	}
+	key := p.b[k0:k1]
+	if esc {
+		key = unescape(nil, key)
+	}
+	idx := n.lookup(key, guess)
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != ':' {
+		return 0, syntaxErr(p, "expected ':' after key")
+	}
+	p.i++
+	p.ws()
+	return idx, nil
 }
 
 // appendSlot appends a checked scalar. rec is the buffer the slot's
