@@ -130,8 +130,11 @@ type parser struct {
 
 func (p *parser) ws() { p.i = jsonscan.SkipSpace(p.b, p.i) }
 
+// syntaxErr is a syntax error at p.i. The parser's errors, its own and
+// those of jsonscan's token functions, are *jsonscan.SyntaxError values
+// until add makes them a *FieldError (fieldError).
 func syntaxErr(p *parser, msg string) error {
-	return &FieldError{Problem: "invalid JSON at byte " + strconv.Itoa(p.i) + ": " + msg}
+	return &jsonscan.SyntaxError{Offset: p.i, Msg: msg}
 }
 
 // add converts one record. A non-nil error is a *FieldError and nothing
@@ -144,7 +147,7 @@ func (c *converter) add(rec []byte) error {
 	p := &c.p
 	*p = parser{b: rec}
 	if err := c.check(p); err != nil {
-		return err
+		return fieldError(err)
 	}
 	c.appendRecord(rec)
 	c.rows++
@@ -185,17 +188,36 @@ func (c *converter) check(p *parser) error {
 // to the closing '}', into the slots.
 func (c *converter) members(p *parser) error {
 	rec := p.b
+	root := c.root
 	guess := 0 // the field expected next: the one after the last seen
 	for {
-		idx, err := c.key(p, guess)
-		if err != nil {
+		idx := guess
+		if m := root.matchKey(rec[p.i:], guess); m > 0 {
+			p.i += m
+		} else if k, err := c.key(p, guess); err == nil {
+			idx = k
+		} else {
 			return err
 		}
-		if idx < 0 {
+		// Compact JSON (no white space) goes straight on.
+		if p.i < len(rec) && rec[p.i] == ':' {
+			p.i++
+		} else if err := p.colon(); err != nil {
+			return err
+		}
+		if p.i < len(rec) && rec[p.i] <= ' ' {
+			p.ws()
+		}
+		var err error
+		switch {
+		case idx < 0:
 			err = p.skip(1)
-		} else {
+		case root.fields[idx].kind < kList:
 			guess = idx + 1
-			err = c.member(p, idx)
+			err = c.scalar(p, root.fields[idx], &c.slots[idx])
+		default:
+			guess = idx + 1
+			err = c.nested(p, idx)
 		}
 		if err != nil {
 			return err
@@ -221,54 +243,39 @@ func (c *converter) members(p *parser) error {
 	}
 }
 
-// key parses a top-level key and the ':' after it, and returns the index
-// of its field (-1 for a key not in the schema); guess is the field
-// expected, whose quoted key is matched first.
+// key parses a top-level key whose quoted text is not the one of field
+// guess, and returns the index of its field (-1 for a key not in the
+// schema).
 func (c *converter) key(p *parser, guess int) (int, error) {
-	rec := p.b
-	var idx int
-	if m := c.root.matchKey(rec[p.i:], guess); m > 0 {
-		idx = guess
-		p.i += m
-	} else {
-		k0, k1, esc, err := p.str()
-		if err != nil {
-			return 0, err
-		}
-		key := rec[k0:k1]
-		if esc {
-			key = unescape(make([]byte, 0, k1-k0), key)
-		}
-		idx = c.root.lookup(key, guess)
+	k0, k1, esc, err := p.str()
+	if err != nil {
+		return 0, err
 	}
-	// Compact JSON (no white space) goes straight on.
-	if p.i < len(rec) && rec[p.i] == ':' {
-		p.i++
-	} else {
-		p.ws()
-		if p.i >= len(rec) || rec[p.i] != ':' {
-			return 0, syntaxErr(p, "expected ':' after key")
-		}
-		p.i++
+	key := p.b[k0:k1]
+	if esc {
+		key = unescape(make([]byte, 0, k1-k0), key)
 	}
-	if p.i < len(rec) && rec[p.i] <= ' ' {
-		p.ws()
-	}
-	return idx, nil
+	return c.root.lookup(key, guess), nil
 }
 
-// member parses the value of top-level field idx: a scalar into its slot;
-// a nested value is checked and its span kept in the slot.
-func (c *converter) member(p *parser, idx int) error {
-	n := c.root.fields[idx]
-	sl := &c.slots[idx]
-	if n.kind < kList {
-		return c.scalar(p, n, sl)
+// colon skips the white space and the ':' after a key.
+func (p *parser) colon() error {
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != ':' {
+		return syntaxErr(p, "expected ':' after key")
 	}
+	p.i++
+	return nil
+}
+
+// nested checks the nested value (list or struct) of top-level field idx
+// and keeps its span in the slot, for the append phase.
+func (c *converter) nested(p *parser, idx int) error {
 	start := p.i
-	if err := c.value(p, n, nil, 1); err != nil {
+	if err := c.value(p, c.root.fields[idx], nil, 1); err != nil {
 		return err
 	}
+	sl := &c.slots[idx]
 	sl.state = slotValue
 	if p.b[start] == 'n' {
 		sl.state = slotNull

@@ -1,7 +1,6 @@
 package bulk
 
 import (
-	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -256,20 +255,16 @@ func (c *converter) appendSlot(b array.Builder, n *node, sl *slot, rec []byte) {
 func (p *parser) lit(w string) error {
 	var err error
 	p.i, err = jsonscan.Literal(p.b, p.i, w)
-	return p.syntax(err)
+	return err
 }
 
 // str scans the string starting at p.i (which must be '"') and returns
 // the span of its contents. esc is true when the contents need unescape
 // (escapes, or invalid UTF-8 to replace).
 func (p *parser) str() (s, e int, esc bool, err error) {
-	end, esc, err := jsonscan.String(p.b, p.i)
-	if err != nil {
-		return 0, 0, false, p.syntax(err)
-	}
-	s = p.i + 1
-	p.i = end
-	return s, end - 1, esc, nil
+	s = p.i
+	p.i, esc, err = jsonscan.String(p.b, s)
+	return s + 1, p.i - 1, esc, err
 }
 
 // unescape appends the decoded contents of a JSON string (already
@@ -284,12 +279,8 @@ func unescape(dst, src []byte) []byte {
 // when it has no fraction and no exponent.
 func (p *parser) number() (s, e int, isInt bool, err error) {
 	s = p.i
-	e, isInt, err = jsonscan.Number(p.b, p.i)
-	p.i = e
-	if err != nil {
-		return 0, 0, false, p.syntax(err)
-	}
-	return s, e, isInt, nil
+	p.i, isInt, err = jsonscan.Number(p.b, p.i)
+	return s, p.i, isInt, err
 }
 
 // skip checks and skips any JSON value (jsonscan's scanner, which also
@@ -297,19 +288,15 @@ func (p *parser) number() (s, e int, isInt bool, err error) {
 func (p *parser) skip(depth int) error {
 	var err error
 	p.i, err = jsonscan.Skip(p.b, p.i, depth)
-	return p.syntax(err)
+	return err
 }
 
-// syntax returns a jsonscan error as the converter's: a *FieldError, at
-// the same offset. A nil err gives nil.
-func (p *parser) syntax(err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *jsonscan.SyntaxError
-	if errors.As(err, &se) {
-		p.i = se.Offset
-		return syntaxErr(p, se.Msg)
+// fieldError returns err, an error of the converter's parser, as a
+// *FieldError: the *jsonscan.SyntaxError of a token function becomes one
+// with the same message ("invalid JSON at byte N: ...").
+func fieldError(err error) error {
+	if se, ok := err.(*jsonscan.SyntaxError); ok {
+		return &FieldError{Problem: se.Error()}
 	}
 	return err
 }
