@@ -17,7 +17,7 @@ import (
 	xwriter "github.com/xitongsys/parquet-go/writer"
 )
 
-// The encoder benchmark of issue 5: 1,000,000 ten-field records (two
+// The encoder benchmark: 1,000,000 ten-field records (two
 // int64, four strings of 2 to 60 characters, a float64, a bool, an int32
 // and a millisecond timestamp), Snappy, written to memory. Run with
 //

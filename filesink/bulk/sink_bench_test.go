@@ -22,7 +22,7 @@ import (
 	pgo "github.com/parquet-go/parquet-go"
 )
 
-// BenchmarkParquetSink is the sink benchmark of issue 5: records/s of the
+// BenchmarkParquetSink is the sink benchmark: records/s of the
 // whole Parquet file sink (a filesink.Writer with WithBulkFormat(Parquet,
 // snappy, default options) over committer/localfs in a temporary
 // directory (BENCH_DIRECT_IO=1: with direct I/O), one bucket, one checkpoint at the end whose parts are

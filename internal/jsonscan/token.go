@@ -96,7 +96,9 @@ func Literal(b []byte, i int, w string) (int, error) {
 // returns the index after its closing quote: its contents are
 // b[i+1:end-1]. esc reports whether the contents must go through Unquote
 // to be decoded (they hold an escape or invalid UTF-8); when esc is false
-// they are the decoded text as they are.
+// they are the decoded text as they are. (Check's own string scan, which
+// needs no esc, does not stop at bytes of multi-byte UTF-8 sequences:
+// String does, to know whether the contents are valid UTF-8.)
 func String(b []byte, i int) (end int, esc bool, err error) {
 	if i >= len(b) || b[i] != '"' {
 		return i, false, &SyntaxError{Offset: i, Msg: "expected a string"}
