@@ -338,18 +338,35 @@ func (c *converter) scalar(p *parser, n *node, sl *slot) error {
 	}
 	sl.state = slotValue
 	switch n.kind {
-	case kInt32, kInt64:
+	case kInt32, kInt64, kTimestamp:
+		// The common case without a call: a short integer in range.
+		if v, end, ok := jsonscan.ShortInt(p.b, p.i); ok && (n.kind != kInt32 || v >= math.MinInt32 && v <= math.MaxInt32) {
+			p.i, sl.i = end, v
+			return nil
+		}
+		if n.kind == kTimestamp {
+			return timestampValue(p, n, sl, ch)
+		}
 		return intValue(p, n, sl, ch)
 	case kFloat32, kFloat64:
 		return floatValue(p, n, sl, ch)
 	case kBool:
 		return boolValue(p, n, sl, ch)
 	case kString:
-		return c.stringValue(p, n, sl, ch)
+		if ch != '"' {
+			return badValue(p, n, ch)
+		}
+		s, e, esc, err := p.str()
+		if err != nil {
+			return err
+		}
+		sl.inScratch, sl.s0, sl.s1 = false, s, e
+		if esc {
+			c.unescapeSlot(sl, p.b[s:e])
+		}
+		return nil
 	case kBinary:
 		return c.binaryValue(p, n, sl, ch)
-	case kTimestamp:
-		return timestampValue(p, n, sl, ch)
 	case kDate:
 		return dateValue(p, n, sl, ch)
 	case kDecimal:
@@ -431,24 +448,12 @@ func boolValue(p *parser, n *node, sl *slot, ch byte) error {
 	return badValue(p, n, ch)
 }
 
-// stringValue parses a string value, starting with ch, into sl: a span of
-// the record, or of the scratch buffer when it had to be unescaped.
-func (c *converter) stringValue(p *parser, n *node, sl *slot, ch byte) error {
-	if ch != '"' {
-		return badValue(p, n, ch)
-	}
-	s, e, esc, err := p.str()
-	if err != nil {
-		return err
-	}
-	if !esc {
-		sl.inScratch, sl.s0, sl.s1 = false, s, e
-		return nil
-	}
+// unescapeSlot decodes the string contents raw into the scratch buffer,
+// spanned by sl.
+func (c *converter) unescapeSlot(sl *slot, raw []byte) {
 	sl.inScratch, sl.s0 = true, len(c.scratch)
-	c.scratch = unescape(c.scratch, p.b[s:e])
+	c.scratch = unescape(c.scratch, raw)
 	sl.s1 = len(c.scratch)
-	return nil
 }
 
 // binaryValue parses a base64 string value, starting with ch, and decodes
