@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/filesink/filesink/internal/jsonscan"
 )
 
 // Assigner maps a record to its bucket: a relative slash-separated path
@@ -163,8 +165,8 @@ const (
 // eventTime converts a scanned value to a time.
 func (f *fieldPath) eventTime(v jsonValue) (time.Time, error) {
 	switch v.kind {
-	case kindString:
-		s, ok := unquote(v.raw)
+	case jsonscan.KindString:
+		s, ok := jsonscan.Unquote(v.raw)
 		if !ok {
 			return time.Time{}, f.fail("invalid JSON string", nil)
 		}
@@ -173,7 +175,7 @@ func (f *fieldPath) eventTime(v jsonValue) (time.Time, error) {
 			return time.Time{}, f.fail(quoteTrunc(s)+" is not an RFC 3339 time", err)
 		}
 		return t, nil
-	case kindNumber:
+	case jsonscan.KindNumber:
 		if ms, err := strconv.ParseInt(string(v.raw), 10, 64); err == nil {
 			if ms < minEpochMilli || ms > maxEpochMilli {
 				return time.Time{}, f.fail("epoch milliseconds "+string(v.raw)+" out of range", nil)
@@ -188,22 +190,22 @@ func (f *fieldPath) eventTime(v jsonValue) (time.Time, error) {
 		frac := time.Duration(math.Round((x - whole) * 1e6))
 		return time.UnixMilli(int64(whole)).Add(frac), nil
 	}
-	return time.Time{}, f.fail("is "+kindName(v.kind)+", want an RFC 3339 string or a number of epoch milliseconds", nil)
+	return time.Time{}, f.fail("is "+v.kind.String()+", want an RFC 3339 string or a number of epoch milliseconds", nil)
 }
 
 // scalar returns the text of a string, number or bool value.
 func (f *fieldPath) scalar(v jsonValue) (string, error) {
 	switch v.kind {
-	case kindString:
-		s, ok := unquote(v.raw)
+	case jsonscan.KindString:
+		s, ok := jsonscan.Unquote(v.raw)
 		if !ok {
 			return "", f.fail("invalid JSON string", nil)
 		}
 		return s, nil
-	case kindNumber, kindTrue, kindFalse:
+	case jsonscan.KindNumber, jsonscan.KindTrue, jsonscan.KindFalse:
 		return string(v.raw), nil
 	}
-	return "", f.fail("is "+kindName(v.kind)+", want a string, number or bool", nil)
+	return "", f.fail("is "+v.kind.String()+", want a string, number or bool", nil)
 }
 
 // Field returns an Assigner whose bucket is the value of the JSON field name

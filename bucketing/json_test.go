@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/filesink/filesink/internal/jsonscan"
 )
 
 // refLookup is the reference for fieldPath.lookup on valid JSON, built on
@@ -64,7 +66,7 @@ func checkLookup(t *testing.T, data []byte, name string) {
 	switch {
 	case err == nil:
 		if status != "ok" {
-			t.Fatalf("lookup(%q, %q) found %s %q, reference says %s", data, name, kindName(got.kind), got.raw, status)
+			t.Fatalf("lookup(%q, %q) found %s %q, reference says %s", data, name, got.kind.String(), got.raw, status)
 		}
 	case errors.As(err, &fe):
 		switch {
@@ -79,29 +81,29 @@ func checkLookup(t *testing.T, data []byte, name string) {
 	}
 	switch w := want.(type) {
 	case string:
-		s, ok := unquote(got.raw)
-		if got.kind != kindString || !ok || s != w {
-			t.Fatalf("lookup(%q, %q) = %s %q (%q), want string %q", data, name, kindName(got.kind), got.raw, s, w)
+		s, ok := jsonscan.Unquote(got.raw)
+		if got.kind != jsonscan.KindString || !ok || s != w {
+			t.Fatalf("lookup(%q, %q) = %s %q (%q), want string %q", data, name, got.kind.String(), got.raw, s, w)
 		}
 	case json.Number:
-		if got.kind != kindNumber || string(got.raw) != string(w) {
-			t.Fatalf("lookup(%q, %q) = %s %q, want number %s", data, name, kindName(got.kind), got.raw, w)
+		if got.kind != jsonscan.KindNumber || string(got.raw) != string(w) {
+			t.Fatalf("lookup(%q, %q) = %s %q, want number %s", data, name, got.kind.String(), got.raw, w)
 		}
 	case bool:
-		if (w && got.kind != kindTrue) || (!w && got.kind != kindFalse) {
-			t.Fatalf("lookup(%q, %q) = %s %q, want %v", data, name, kindName(got.kind), got.raw, w)
+		if (w && got.kind != jsonscan.KindTrue) || (!w && got.kind != jsonscan.KindFalse) {
+			t.Fatalf("lookup(%q, %q) = %s %q, want %v", data, name, got.kind.String(), got.raw, w)
 		}
 	case nil:
-		if got.kind != kindNull {
-			t.Fatalf("lookup(%q, %q) = %s %q, want null", data, name, kindName(got.kind), got.raw)
+		if got.kind != jsonscan.KindNull {
+			t.Fatalf("lookup(%q, %q) = %s %q, want null", data, name, got.kind.String(), got.raw)
 		}
 	case map[string]any, []any:
-		wantKind := byte(kindObject)
+		wantKind := jsonscan.KindObject
 		if _, ok := w.([]any); ok {
-			wantKind = kindArray
+			wantKind = jsonscan.KindArray
 		}
 		if got.kind != wantKind || !json.Valid(got.raw) {
-			t.Fatalf("lookup(%q, %q) = %s %q, want %T", data, name, kindName(got.kind), got.raw, w)
+			t.Fatalf("lookup(%q, %q) = %s %q, want %T", data, name, got.kind.String(), got.raw, w)
 		}
 	}
 }
@@ -178,9 +180,9 @@ func TestUnquote(t *testing.T) {
 		{"a\x01", "", false},
 	}
 	for _, tt := range tests {
-		got, ok := unquote([]byte(tt.raw))
+		got, ok := jsonscan.Unquote([]byte(tt.raw))
 		if got != tt.want || ok != tt.ok {
-			t.Errorf("unquote(%q) = %q, %v; want %q, %v", tt.raw, got, ok, tt.want, tt.ok)
+			t.Errorf("Unquote(%q) = %q, %v; want %q, %v", tt.raw, got, ok, tt.want, tt.ok)
 		}
 		if tt.ok {
 			var ref string

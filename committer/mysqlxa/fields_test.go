@@ -33,3 +33,11 @@ func FuzzObjectFields(f *testing.F) {
 		}
 	})
 }
+
+func TestObjectFieldsAllocs(t *testing.T) {
+	b := []byte(` { "a" : 1 , "b":"x\"y", "c":[1,{"d":"}"}], "e":null } `)
+	n := 0
+	if a := testing.AllocsPerRun(100, func() { objectFields(b, func(k, v []byte) { n += len(k) + len(v) }) }); a != 0 {
+		t.Errorf("objectFields allocates %v times per record", a)
+	}
+}

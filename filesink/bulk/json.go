@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/decimal128"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/filesink/filesink/internal/jsonscan"
 )
 
 // The JSON → Arrow converter.
@@ -21,14 +23,14 @@ import (
 // append phase move the slots into the builders and walk the nested values
 // again, appending. Flat records are thus parsed once; nested values twice.
 //
-// The parser is hand-written over the bytes: no encoding/json, no
-// reflection, and no allocation per record once the scratch buffers have
-// grown. It accepts what encoding/json accepts: strings with invalid UTF-8
-// or lone surrogates get U+FFFD, a duplicate key keeps its last value, and
-// keys not in the schema are skipped (after checking their syntax).
-
-// maxDepth bounds nesting, like encoding/json.
-const maxDepth = 10000
+// The parser walks the record's grammar itself, driven by the schema, and
+// takes its tokens (strings, numbers, literals, skipped values) from
+// jsonscan: no encoding/json, no reflection, and no allocation per record
+// once the scratch buffers have grown. It accepts what encoding/json
+// accepts: strings with invalid UTF-8 or lone surrogates get U+FFFD, a
+// duplicate key keeps its last value, and keys not in the schema are
+// skipped (after checking their syntax). BenchmarkConvertVsArrowJSONReader
+// measures it against Arrow's own array.NewJSONReader.
 
 const (
 	slotMissing uint8 = iota
@@ -124,24 +126,20 @@ func (c *converter) release() {
 	c.rb.Release()
 }
 
+// parser is a cursor over a record: the converter's parsing methods
+// advance i.
 type parser struct {
 	b []byte
 	i int
 }
 
-func (p *parser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *parser) ws() { p.i = jsonscan.SkipSpace(p.b, p.i) }
 
+// syntaxErr is a syntax error at p.i. The parser's errors, its own and
+// those of jsonscan's token functions, are *jsonscan.SyntaxError values
+// until add makes them a *FieldError (fieldError).
 func syntaxErr(p *parser, msg string) error {
-	return &FieldError{Problem: "invalid JSON at byte " + strconv.Itoa(p.i) + ": " + msg}
+	return &jsonscan.SyntaxError{Offset: p.i, Msg: msg}
 }
 
 // add converts one record. A non-nil error is a *FieldError and nothing
@@ -153,6 +151,18 @@ func (c *converter) add(rec []byte) error {
 	}
 	p := &c.p
 	*p = parser{b: rec}
+	if err := c.check(p); err != nil {
+		return fieldError(err)
+	}
+	c.appendRecord(rec)
+	c.rows++
+	return nil
+}
+
+// check is the check phase of add: it parses the record at p into the
+// slots, checking every value against the schema, and appends nothing.
+func (c *converter) check(p *parser) error {
+	rec := p.b
 	p.ws()
 	if p.i >= len(rec) || rec[p.i] != '{' {
 		if p.i >= len(rec) {
@@ -162,95 +172,127 @@ func (c *converter) add(rec []byte) error {
 	}
 	p.i++
 	p.ws()
-	root := c.root
-	guess := 0
 	if p.i < len(rec) && rec[p.i] == '}' {
 		p.i++
-	} else {
-		for {
-			var idx int
-			if m := root.matchKey(rec[p.i:], guess); m > 0 {
-				idx = guess
-				p.i += m
-			} else {
-				k0, k1, esc, err := p.str()
-				if err != nil {
-					return err
-				}
-				key := rec[k0:k1]
-				if esc {
-					key = unescape(make([]byte, 0, k1-k0), key)
-				}
-				idx = root.lookup(key, guess)
-			}
-			// Compact JSON (no white space) goes straight on.
-			if p.i < len(rec) && rec[p.i] == ':' {
-				p.i++
-			} else {
-				p.ws()
-				if p.i >= len(rec) || rec[p.i] != ':' {
-					return syntaxErr(p, "expected ':' after key")
-				}
-				p.i++
-			}
-			if p.i < len(rec) && rec[p.i] <= ' ' {
-				p.ws()
-			}
-			if idx < 0 {
-				if err := p.skip(1); err != nil {
-					return err
-				}
-			} else {
-				guess = idx + 1
-				n := root.fields[idx]
-				sl := &c.slots[idx]
-				if n.kind < kList {
-					if err := c.scalar(p, n, sl); err != nil {
-						return err
-					}
-				} else {
-					start := p.i
-					if err := c.value(p, n, nil, 1); err != nil {
-						return err
-					}
-					sl.state = slotValue
-					if rec[start] == 'n' {
-						sl.state = slotNull
-					}
-					sl.s0, sl.s1 = start, p.i
-				}
-			}
-			if p.i < len(rec) && rec[p.i] <= ' ' {
-				p.ws()
-			}
-			if p.i >= len(rec) {
-				return syntaxErr(p, "unexpected end of input in object")
-			}
-			if rec[p.i] == ',' {
-				p.i++
-				if p.i < len(rec) && rec[p.i] <= ' ' {
-					p.ws()
-				}
-				continue
-			}
-			if rec[p.i] == '}' {
-				p.i++
-				break
-			}
-			return syntaxErr(p, "expected ',' or '}' in object")
-		}
+	} else if err := c.members(p); err != nil {
+		return err
 	}
 	p.ws()
 	if p.i != len(rec) {
 		return syntaxErr(p, "data after the top-level value")
 	}
-	for i, n := range root.fields {
+	for i, n := range c.root.fields {
 		if c.slots[i].state == slotMissing && !n.nullable {
 			return fieldErr(n, "missing required field")
 		}
 	}
-	// Append phase: cannot fail.
-	for i, n := range root.fields {
+	return nil
+}
+
+// members parses the members of the record's object, from the first key
+// to the closing '}', into the slots.
+func (c *converter) members(p *parser) error {
+	rec := p.b
+	root := c.root
+	guess := 0 // the field expected next: the one after the last seen
+	for {
+		idx := guess
+		if m := root.matchKey(rec[p.i:], guess); m > 0 {
+			p.i += m
+		} else if k, err := c.key(p, guess); err == nil {
+			idx = k
+		} else {
+			return err
+		}
+		// Compact JSON (no white space) goes straight on.
+		if p.i < len(rec) && rec[p.i] == ':' {
+			p.i++
+		} else if err := p.colon(); err != nil {
+			return err
+		}
+		if p.i < len(rec) && rec[p.i] <= ' ' {
+			p.ws()
+		}
+		var err error
+		switch {
+		case idx < 0:
+			err = p.skip(1)
+		case root.fields[idx].kind < kList:
+			guess = idx + 1
+			err = c.scalar(p, root.fields[idx], &c.slots[idx])
+		default:
+			guess = idx + 1
+			err = c.nested(p, idx)
+		}
+		if err != nil {
+			return err
+		}
+		if p.i < len(rec) && rec[p.i] <= ' ' {
+			p.ws()
+		}
+		if p.i >= len(rec) {
+			return syntaxErr(p, "unexpected end of input in object")
+		}
+		switch rec[p.i] {
+		case ',':
+			p.i++
+			if p.i < len(rec) && rec[p.i] <= ' ' {
+				p.ws()
+			}
+		case '}':
+			p.i++
+			return nil
+		default:
+			return syntaxErr(p, "expected ',' or '}' in object")
+		}
+	}
+}
+
+// key parses a top-level key whose quoted text is not the one of field
+// guess, and returns the index of its field (-1 for a key not in the
+// schema).
+func (c *converter) key(p *parser, guess int) (int, error) {
+	k0, k1, esc, err := p.str()
+	if err != nil {
+		return 0, err
+	}
+	key := p.b[k0:k1]
+	if esc {
+		key = unescape(make([]byte, 0, k1-k0), key)
+	}
+	return c.root.lookup(key, guess), nil
+}
+
+// colon skips the white space and the ':' after a key.
+func (p *parser) colon() error {
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != ':' {
+		return syntaxErr(p, "expected ':' after key")
+	}
+	p.i++
+	return nil
+}
+
+// nested checks the nested value (list or struct) of top-level field idx
+// and keeps its span in the slot, for the append phase.
+func (c *converter) nested(p *parser, idx int) error {
+	start := p.i
+	if err := c.value(p, c.root.fields[idx], nil, 1); err != nil {
+		return err
+	}
+	sl := &c.slots[idx]
+	sl.state = slotValue
+	if p.b[start] == 'n' {
+		sl.state = slotNull
+	}
+	sl.s0, sl.s1 = start, p.i
+	return nil
+}
+
+// appendRecord is the append phase of add, which cannot fail: it moves
+// the slots into the columns and appends the nested values.
+func (c *converter) appendRecord(rec []byte) {
+	for i, n := range c.root.fields {
 		sl := &c.slots[i]
 		if f := c.flat[i]; f != nil {
 			if sl.state != slotValue {
@@ -270,32 +312,12 @@ func (c *converter) add(rec []byte) error {
 		sub := parser{b: rec, i: sl.s0}
 		_ = c.value(&sub, n, b, 1) // checked above
 	}
-	c.rows++
-	return nil
-}
-
-func jsonKind(c byte) string {
-	switch {
-	case c == '"':
-		return "a string"
-	case c == '{':
-		return "an object"
-	case c == '[':
-		return "an array"
-	case c == 't' || c == 'f':
-		return "a bool"
-	case c == 'n':
-		return "null"
-	case c == '-' || c >= '0' && c <= '9':
-		return "a number"
-	}
-	return "invalid JSON"
 }
 
 var typeNames = [...]string{kInt32: "int32", kInt64: "int64", kFloat32: "float32", kFloat64: "float64", kBool: "bool", kString: "string", kBinary: "binary (a base64 string)", kTimestamp: "timestamp (a number or an RFC 3339 string)", kDate: "date (days since 1970-01-01 or \"YYYY-MM-DD\")", kDecimal: "decimal (a number or a decimal string)", kList: "a list (JSON array)", kStruct: "a struct (JSON object)"}
 
 func wrongType(n *node, c byte) error {
-	return fieldErr(n, "wrong type: want %s, got %s", typeNames[n.kind], jsonKind(c))
+	return fieldErr(n, "wrong type: want %s, got %s", typeNames[n.kind], jsonscan.KindOf(c))
 }
 
 // scalar parses one scalar value into sl, checking it against n.
@@ -316,17 +338,157 @@ func (c *converter) scalar(p *parser, n *node, sl *slot) error {
 	}
 	sl.state = slotValue
 	switch n.kind {
-	case kInt32, kInt64:
-		if ch != '-' && (ch < '0' || ch > '9') {
-			if ch == 't' || ch == 'f' || ch == '"' || ch == '{' || ch == '[' {
-				return wrongType(n, ch)
-			}
-			return syntaxErr(p, "unexpected character")
+	case kInt32, kInt64, kTimestamp:
+		// The common case without a call: a short integer in range.
+		if v, end, ok := jsonscan.ShortInt(p.b, p.i); ok && (n.kind != kInt32 || v >= math.MinInt32 && v <= math.MaxInt32) {
+			p.i, sl.i = end, v
+			return nil
 		}
+		if n.kind == kTimestamp {
+			return timestampValue(p, n, sl, ch)
+		}
+		return intValue(p, n, sl, ch)
+	case kFloat32, kFloat64:
+		return floatValue(p, n, sl, ch)
+	case kBool:
+		return boolValue(p, n, sl, ch)
+	case kString:
+		if ch != '"' {
+			return badValue(p, n, ch)
+		}
+		s, e, esc, err := p.str()
+		if err != nil {
+			return err
+		}
+		sl.inScratch, sl.s0, sl.s1 = false, s, e
+		if esc {
+			c.unescapeSlot(sl, p.b[s:e])
+		}
+		return nil
+	case kBinary:
+		return c.binaryValue(p, n, sl, ch)
+	case kDate:
+		return dateValue(p, n, sl, ch)
+	case kDecimal:
+		return decimalValue(p, n, sl, ch)
+	}
+	return fieldErr(n, "internal: not a scalar")
+}
+
+func isNumberStart(ch byte) bool { return ch == '-' || ch >= '0' && ch <= '9' }
+
+// intValue parses an int32 or int64 value, starting with ch, into sl.i.
+func intValue(p *parser, n *node, sl *slot, ch byte) error {
+	if !isNumberStart(ch) {
+		if ch == 't' || ch == 'f' || ch == '"' || ch == '{' || ch == '[' {
+			return wrongType(n, ch)
+		}
+		return syntaxErr(p, "unexpected character")
+	}
+	if v, ok := p.shortInt(); ok {
+		if n.kind == kInt32 && (v < math.MinInt32 || v > math.MaxInt32) {
+			return fieldErr(n, "%d overflows %s", v, typeNames[n.kind])
+		}
+		sl.i = v
+		return nil
+	}
+	s, e, isInt, err := p.number()
+	if err != nil {
+		return err
+	}
+	if !isInt {
+		return fieldErr(n, "%s is not an integer", p.b[s:e])
+	}
+	v, ok := parseInt(p.b[s:e])
+	if !ok || n.kind == kInt32 && (v < math.MinInt32 || v > math.MaxInt32) {
+		return fieldErr(n, "%s overflows %s", p.b[s:e], typeNames[n.kind])
+	}
+	sl.i = v
+	return nil
+}
+
+// floatValue parses a float32 or float64 value, starting with ch, into
+// sl.f.
+func floatValue(p *parser, n *node, sl *slot, ch byte) error {
+	if !isNumberStart(ch) {
+		return badValue(p, n, ch)
+	}
+	s, e, _, err := p.number()
+	if err != nil {
+		return err
+	}
+	if n.kind == kFloat64 {
+		if f, ok := exactFloat64(p.b[s:e]); ok {
+			sl.f = f
+			return nil
+		}
+	}
+	bits := 64
+	if n.kind == kFloat32 {
+		bits = 32
+	}
+	f, err := strconv.ParseFloat(string(p.b[s:e]), bits)
+	if err != nil && math.IsInf(f, 0) {
+		return fieldErr(n, "%s overflows %s", p.b[s:e], typeNames[n.kind])
+	}
+	sl.f = f
+	return nil
+}
+
+// boolValue parses a bool value, starting with ch, into sl.i (1 or 0).
+func boolValue(p *parser, n *node, sl *slot, ch byte) error {
+	switch ch {
+	case 't':
+		sl.i = 1
+		return p.lit("true")
+	case 'f':
+		sl.i = 0
+		return p.lit("false")
+	}
+	return badValue(p, n, ch)
+}
+
+// unescapeSlot decodes the string contents raw into the scratch buffer,
+// spanned by sl.
+func (c *converter) unescapeSlot(sl *slot, raw []byte) {
+	sl.inScratch, sl.s0 = true, len(c.scratch)
+	c.scratch = unescape(c.scratch, raw)
+	sl.s1 = len(c.scratch)
+}
+
+// binaryValue parses a base64 string value, starting with ch, and decodes
+// it into the scratch buffer, spanned by sl.
+func (c *converter) binaryValue(p *parser, n *node, sl *slot, ch byte) error {
+	if ch != '"' {
+		return badValue(p, n, ch)
+	}
+	s, e, esc, err := p.str()
+	if err != nil {
+		return err
+	}
+	src := p.b[s:e]
+	if esc {
+		c.tmp = unescape(c.tmp[:0], src)
+		src = c.tmp
+	}
+	mark := len(c.scratch)
+	c.scratch = append(c.scratch, make([]byte, base64.StdEncoding.DecodedLen(len(src)))...)
+	m, err := base64.StdEncoding.Decode(c.scratch[mark:], src)
+	if err != nil {
+		c.scratch = c.scratch[:mark]
+		return fieldErr(n, "invalid base64: %v", err)
+	}
+	c.scratch = c.scratch[:mark+m]
+	sl.inScratch, sl.s0, sl.s1 = true, mark, mark+m
+	return nil
+}
+
+// timestampValue parses a timestamp, starting with ch, into sl.i in n's
+// unit: an integer number of units or an RFC 3339 string.
+func timestampValue(p *parser, n *node, sl *slot, ch byte) error {
+	switch {
+	case isNumberStart(ch):
 		if v, ok := p.shortInt(); ok {
-			if n.kind == kInt32 && (v < math.MinInt32 || v > math.MaxInt32) {
-				return fieldErr(n, "%d overflows %s", v, typeNames[n.kind])
-			}
 			sl.i = v
 			return nil
 		}
@@ -335,178 +497,113 @@ func (c *converter) scalar(p *parser, n *node, sl *slot) error {
 			return err
 		}
 		if !isInt {
-			return fieldErr(n, "%s is not an integer", p.b[s:e])
+			return fieldErr(n, "%s is not an integer number of %s", p.b[s:e], unitName(n.unit))
 		}
 		v, ok := parseInt(p.b[s:e])
-		if !ok || n.kind == kInt32 && (v < math.MinInt32 || v > math.MaxInt32) {
-			return fieldErr(n, "%s overflows %s", p.b[s:e], typeNames[n.kind])
+		if !ok {
+			return fieldErr(n, "%s overflows int64", p.b[s:e])
 		}
 		sl.i = v
-	case kFloat32, kFloat64:
-		if ch != '-' && (ch < '0' || ch > '9') {
-			return c.badValue(p, n, ch)
-		}
-		s, e, _, err := p.number()
-		if err != nil {
-			return err
-		}
-		if n.kind == kFloat64 {
-			if f, ok := exactFloat64(p.b[s:e]); ok {
-				sl.f = f
-				return nil
-			}
-		}
-		bits := 64
-		if n.kind == kFloat32 {
-			bits = 32
-		}
-		f, err := strconv.ParseFloat(string(p.b[s:e]), bits)
-		if err != nil && math.IsInf(f, 0) {
-			return fieldErr(n, "%s overflows %s", p.b[s:e], typeNames[n.kind])
-		}
-		sl.f = f
-	case kBool:
-		switch ch {
-		case 't':
-			sl.i = 1
-			return p.lit("true")
-		case 'f':
-			sl.i = 0
-			return p.lit("false")
-		}
-		return c.badValue(p, n, ch)
-	case kString, kBinary:
-		if ch != '"' {
-			return c.badValue(p, n, ch)
-		}
-		s, e, esc, err := p.str()
-		if err != nil {
-			return err
-		}
-		if n.kind == kString {
-			if !esc {
-				sl.inScratch, sl.s0, sl.s1 = false, s, e
-				return nil
-			}
-			sl.inScratch, sl.s0 = true, len(c.scratch)
-			c.scratch = unescape(c.scratch, p.b[s:e])
-			sl.s1 = len(c.scratch)
-			return nil
-		}
-		src := p.b[s:e]
-		if esc {
-			c.tmp = unescape(c.tmp[:0], src)
-			src = c.tmp
-		}
-		mark := len(c.scratch)
-		c.scratch = append(c.scratch, make([]byte, base64.StdEncoding.DecodedLen(len(src)))...)
-		m, err := base64.StdEncoding.Decode(c.scratch[mark:], src)
-		if err != nil {
-			c.scratch = c.scratch[:mark]
-			return fieldErr(n, "invalid base64: %v", err)
-		}
-		c.scratch = c.scratch[:mark+m]
-		sl.inScratch, sl.s0, sl.s1 = true, mark, mark+m
-	case kTimestamp:
-		switch {
-		case ch == '-' || ch >= '0' && ch <= '9':
-			if v, ok := p.shortInt(); ok {
-				sl.i = v
-				return nil
-			}
-			s, e, isInt, err := p.number()
-			if err != nil {
-				return err
-			}
-			if !isInt {
-				return fieldErr(n, "%s is not an integer number of %s", p.b[s:e], unitName(n.unit))
-			}
-			v, ok := parseInt(p.b[s:e])
-			if !ok {
-				return fieldErr(n, "%s overflows int64", p.b[s:e])
-			}
-			sl.i = v
-		case ch == '"':
-			s, e, esc, err := p.str()
-			if err != nil {
-				return err
-			}
-			if esc {
-				return fieldErr(n, "invalid RFC 3339 timestamp %s", p.b[s-1:e+1])
-			}
-			t, err := time.Parse(time.RFC3339Nano, string(p.b[s:e]))
-			if err != nil {
-				return fieldErr(n, "invalid RFC 3339 timestamp %q", p.b[s:e])
-			}
-			v, ok := timeIn(t, n.unit)
-			if !ok {
-				return fieldErr(n, "%q is out of range for %s", p.b[s:e], unitName(n.unit))
-			}
-			sl.i = v
-		default:
-			return c.badValue(p, n, ch)
-		}
-	case kDate:
-		switch {
-		case ch == '-' || ch >= '0' && ch <= '9':
-			s, e, isInt, err := p.number()
-			if err != nil {
-				return err
-			}
-			v, ok := parseInt(p.b[s:e])
-			if !isInt || !ok || v < math.MinInt32 || v > math.MaxInt32 {
-				return fieldErr(n, "%s is not a day number (int32)", p.b[s:e])
-			}
-			sl.i = v
-		case ch == '"':
-			s, e, _, err := p.str()
-			if err != nil {
-				return err
-			}
-			v, ok := parseDate(p.b[s:e])
-			if !ok {
-				return fieldErr(n, "invalid date %s (want \"YYYY-MM-DD\")", p.b[s-1:e+1])
-			}
-			sl.i = v
-		default:
-			return c.badValue(p, n, ch)
-		}
-	case kDecimal:
-		var s, e int
-		switch {
-		case ch == '-' || ch >= '0' && ch <= '9':
-			var err error
-			if s, e, _, err = p.number(); err != nil {
-				return err
-			}
-		case ch == '"':
-			var esc bool
-			var err error
-			if s, e, esc, err = p.str(); err != nil {
-				return err
-			}
-			q := parser{b: p.b[:e], i: s}
-			if esc || s == e || q.b[s] != '-' && (q.b[s] < '0' || q.b[s] > '9') {
-				return fieldErr(n, "%s is not a decimal number", p.b[s-1:e+1])
-			}
-			if _, _, _, err := q.number(); err != nil || q.i != e {
-				return fieldErr(n, "%s is not a decimal number", p.b[s-1:e+1])
-			}
-		default:
-			return c.badValue(p, n, ch)
-		}
-		v, problem := parseDecimal(p.b[s:e], n.prec, n.scale)
-		if problem != "" {
-			return fieldErr(n, "%s %s", p.b[s:e], problem)
-		}
-		sl.dec = v
-	default:
-		return fieldErr(n, "internal: not a scalar")
+		return nil
+	case ch == '"':
+		return rfc3339Value(p, n, sl)
 	}
+	return badValue(p, n, ch)
+}
+
+// rfc3339Value parses an RFC 3339 timestamp string into sl.i in n's unit.
+func rfc3339Value(p *parser, n *node, sl *slot) error {
+	s, e, esc, err := p.str()
+	if err != nil {
+		return err
+	}
+	if esc {
+		return fieldErr(n, "invalid RFC 3339 timestamp %s", p.b[s-1:e+1])
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(p.b[s:e]))
+	if err != nil {
+		return fieldErr(n, "invalid RFC 3339 timestamp %q", p.b[s:e])
+	}
+	v, ok := timeIn(t, n.unit)
+	if !ok {
+		return fieldErr(n, "%q is out of range for %s", p.b[s:e], unitName(n.unit))
+	}
+	sl.i = v
 	return nil
 }
 
-func (c *converter) badValue(p *parser, n *node, ch byte) error {
+// dateValue parses a date, starting with ch, into sl.i (days since
+// 1970-01-01): a day number or a "YYYY-MM-DD" string.
+func dateValue(p *parser, n *node, sl *slot, ch byte) error {
+	switch {
+	case isNumberStart(ch):
+		s, e, isInt, err := p.number()
+		if err != nil {
+			return err
+		}
+		v, ok := parseInt(p.b[s:e])
+		if !isInt || !ok || v < math.MinInt32 || v > math.MaxInt32 {
+			return fieldErr(n, "%s is not a day number (int32)", p.b[s:e])
+		}
+		sl.i = v
+		return nil
+	case ch == '"':
+		s, e, _, err := p.str()
+		if err != nil {
+			return err
+		}
+		v, ok := parseDate(p.b[s:e])
+		if !ok {
+			return fieldErr(n, "invalid date %s (want \"YYYY-MM-DD\")", p.b[s-1:e+1])
+		}
+		sl.i = v
+		return nil
+	}
+	return badValue(p, n, ch)
+}
+
+// decimalValue parses a decimal, starting with ch, into sl.dec: a number
+// or a string holding one.
+func decimalValue(p *parser, n *node, sl *slot, ch byte) error {
+	var s, e int
+	var err error
+	switch {
+	case isNumberStart(ch):
+		s, e, _, err = p.number()
+	case ch == '"':
+		s, e, err = decimalString(p, n)
+	default:
+		return badValue(p, n, ch)
+	}
+	if err != nil {
+		return err
+	}
+	v, problem := parseDecimal(p.b[s:e], n.prec, n.scale)
+	if problem != "" {
+		return fieldErr(n, "%s %s", p.b[s:e], problem)
+	}
+	sl.dec = v
+	return nil
+}
+
+// decimalString parses a string that must hold exactly one JSON number
+// (no escapes) and returns the span of the number.
+func decimalString(p *parser, n *node) (s, e int, err error) {
+	var esc bool
+	if s, e, esc, err = p.str(); err != nil {
+		return 0, 0, err
+	}
+	q := parser{b: p.b[:e], i: s}
+	if esc || s == e || !isNumberStart(q.b[s]) {
+		return 0, 0, fieldErr(n, "%s is not a decimal number", p.b[s-1:e+1])
+	}
+	if _, _, _, err := q.number(); err != nil || q.i != e {
+		return 0, 0, fieldErr(n, "%s is not a decimal number", p.b[s-1:e+1])
+	}
+	return s, e, nil
+}
+
+func badValue(p *parser, n *node, ch byte) error {
 	switch ch {
 	case '"', '{', '[', 't', 'f', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		return wrongType(n, ch)

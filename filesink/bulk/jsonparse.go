@@ -1,12 +1,9 @@
 package bulk
 
 import (
-	"errors"
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -19,7 +16,7 @@ import (
 // p. In append mode the value must have passed the check mode: errors are
 // then not expected.
 func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error {
-	if depth > maxDepth {
+	if depth > jsonscan.MaxDepth {
 		return syntaxErr(p, "nesting too deep")
 	}
 	if p.i >= len(p.b) {
@@ -27,20 +24,7 @@ func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error 
 	}
 	ch := p.b[p.i]
 	if n.kind < kList {
-		var sl slot
-		mark := len(c.scratch)
-		if err := c.scalar(p, n, &sl); err != nil {
-			return err
-		}
-		if b != nil {
-			if sl.state == slotNull {
-				b.AppendNull()
-			} else {
-				c.appendSlot(b, n, &sl, p.b)
-			}
-		}
-		c.scratch = c.scratch[:mark]
-		return nil
+		return c.nestedScalar(p, n, b)
 	}
 	if ch == 'n' {
 		if err := p.lit("null"); err != nil {
@@ -57,137 +41,181 @@ func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error 
 	switch n.kind {
 	case kList:
 		if ch != '[' {
-			return c.badValue(p, n, ch)
+			return badValue(p, n, ch)
 		}
-		var vb array.Builder
-		if b != nil {
-			lb := b.(*array.ListBuilder)
-			lb.Append(true)
-			vb = lb.ValueBuilder()
-		}
-		p.i++
-		p.ws()
-		if p.i < len(p.b) && p.b[p.i] == ']' {
-			p.i++
-			return nil
-		}
-		for {
-			if err := c.value(p, n.elem, vb, depth+1); err != nil {
-				return err
-			}
-			p.ws()
-			if p.i >= len(p.b) {
-				return syntaxErr(p, "unexpected end of input in array")
-			}
-			switch p.b[p.i] {
-			case ',':
-				p.i++
-				p.ws()
-			case ']':
-				p.i++
-				return nil
-			default:
-				return syntaxErr(p, "expected ',' or ']' in array")
-			}
-		}
+		return c.list(p, n, b, depth)
 	case kStruct:
 		if ch != '{' {
-			return c.badValue(p, n, ch)
+			return badValue(p, n, ch)
 		}
-		for len(c.seen) <= depth {
-			c.seen = append(c.seen, nil)
-			c.spans = append(c.spans, nil)
-		}
-		nf := len(n.fields)
-		if cap(c.seen[depth]) < nf {
-			c.seen[depth] = make([]bool, nf)
-			c.spans[depth] = make([][2]int, nf)
-		}
-		seen, spans := c.seen[depth][:nf], c.spans[depth][:nf]
-		clear(seen)
-		p.i++
-		p.ws()
-		guess := 0
-		if p.i < len(p.b) && p.b[p.i] == '}' {
-			p.i++
+		return c.structValue(p, n, b, depth)
+	}
+	return fieldErr(n, "internal: unknown kind")
+}
+
+// nestedScalar checks, or appends to b, a scalar inside a list or struct.
+func (c *converter) nestedScalar(p *parser, n *node, b array.Builder) error {
+	var sl slot
+	mark := len(c.scratch)
+	if err := c.scalar(p, n, &sl); err != nil {
+		return err
+	}
+	if b != nil {
+		if sl.state == slotNull {
+			b.AppendNull()
 		} else {
-			for {
-				k0, k1, esc, err := p.str()
-				if err != nil {
-					return err
-				}
-				key := p.b[k0:k1]
-				if esc {
-					key = unescape(nil, key)
-				}
-				idx := n.lookup(key, guess)
-				p.ws()
-				if p.i >= len(p.b) || p.b[p.i] != ':' {
-					return syntaxErr(p, "expected ':' after key")
-				}
-				p.i++
-				p.ws()
-				switch {
-				case idx < 0:
-					if err := p.skip(depth + 1); err != nil {
-						return err
-					}
-				case b == nil:
-					guess = idx + 1
-					seen[idx] = true
-					if err := c.value(p, n.fields[idx], nil, depth+1); err != nil {
-						return err
-					}
-				default:
-					guess = idx + 1
-					seen[idx] = true
-					spans[idx][0] = p.i
-					if err := p.skip(depth + 1); err != nil {
-						return err
-					}
-					spans[idx][1] = p.i
-				}
-				p.ws()
-				if p.i >= len(p.b) {
-					return syntaxErr(p, "unexpected end of input in object")
-				}
-				if p.b[p.i] == ',' {
-					p.i++
-					p.ws()
-					continue
-				}
-				if p.b[p.i] == '}' {
-					p.i++
-					break
-				}
-				return syntaxErr(p, "expected ',' or '}' in object")
-			}
+			c.appendSlot(b, n, &sl, p.b)
 		}
-		if b == nil {
-			for i, f := range n.fields {
-				if !seen[i] && !f.nullable {
-					return fieldErr(f, "missing required field")
-				}
-			}
+	}
+	c.scratch = c.scratch[:mark]
+	return nil
+}
+
+// list checks, or appends to b, the array at p.i == '['.
+func (c *converter) list(p *parser, n *node, b array.Builder, depth int) error {
+	var vb array.Builder
+	if b != nil {
+		lb := b.(*array.ListBuilder)
+		lb.Append(true)
+		vb = lb.ValueBuilder()
+	}
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return nil
+	}
+	for {
+		if err := c.value(p, n.elem, vb, depth+1); err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return syntaxErr(p, "unexpected end of input in array")
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			p.ws()
+		case ']':
+			p.i++
 			return nil
+		default:
+			return syntaxErr(p, "expected ',' or ']' in array")
 		}
-		sb := b.(*array.StructBuilder)
-		sb.Append(true)
+	}
+}
+
+// structValue checks, or appends to b, the object at p.i == '{'. The
+// check mode checks every member; the append mode notes where the members
+// are, then appends them in the order of the struct's fields.
+func (c *converter) structValue(p *parser, n *node, b array.Builder, depth int) error {
+	for len(c.seen) <= depth {
+		c.seen = append(c.seen, nil)
+		c.spans = append(c.spans, nil)
+	}
+	nf := len(n.fields)
+	if cap(c.seen[depth]) < nf {
+		c.seen[depth] = make([]bool, nf)
+		c.spans[depth] = make([][2]int, nf)
+	}
+	seen, spans := c.seen[depth][:nf], c.spans[depth][:nf]
+	clear(seen)
+	if err := c.structMembers(p, n, b == nil, depth, seen, spans); err != nil {
+		return err
+	}
+	if b == nil {
 		for i, f := range n.fields {
-			fb := sb.FieldBuilder(i)
-			if !seen[i] {
-				fb.AppendNull()
-				continue
-			}
-			sub := parser{b: p.b, i: spans[i][0]}
-			// The children use deeper levels of seen/spans: ours stay.
-			if err := c.value(&sub, f, fb, depth+1); err != nil {
-				return err
+			if !seen[i] && !f.nullable {
+				return fieldErr(f, "missing required field")
 			}
 		}
 		return nil
 	}
-	return fieldErr(n, "internal: unknown kind")
+	sb := b.(*array.StructBuilder)
+	sb.Append(true)
+	for i, f := range n.fields {
+		fb := sb.FieldBuilder(i)
+		if !seen[i] {
+			fb.AppendNull()
+			continue
+		}
+		sub := parser{b: p.b, i: spans[i][0]}
+		// The children use deeper levels of seen/spans: ours stay.
+		if err := c.value(&sub, f, fb, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// structMembers parses the members of the object at p.i == '{' up to its
+// '}', marking in seen the fields met. With check, it checks their
+// values; else it records their spans.
+func (c *converter) structMembers(p *parser, n *node, check bool, depth int, seen []bool, spans [][2]int) error {
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return nil
+	}
+	guess := 0
+	for {
+		idx, err := structKey(p, n, guess)
+		if err != nil {
+			return err
+		}
+		switch {
+		case idx < 0:
+			err = p.skip(depth + 1)
+		case check:
+			guess, seen[idx] = idx+1, true
+			err = c.value(p, n.fields[idx], nil, depth+1)
+		default:
+			guess, seen[idx] = idx+1, true
+			spans[idx][0] = p.i
+			err = p.skip(depth + 1)
+			spans[idx][1] = p.i
+		}
+		if err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return syntaxErr(p, "unexpected end of input in object")
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			p.ws()
+		case '}':
+			p.i++
+			return nil
+		default:
+			return syntaxErr(p, "expected ',' or '}' in object")
+		}
+	}
+}
+
+// structKey parses a key of a struct's object and the ':' after it, and
+// returns the index of its field in n (-1 for a key not in n).
+func structKey(p *parser, n *node, guess int) (int, error) {
+	k0, k1, esc, err := p.str()
+	if err != nil {
+		return 0, err
+	}
+	key := p.b[k0:k1]
+	if esc {
+		key = unescape(nil, key)
+	}
+	idx := n.lookup(key, guess)
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != ':' {
+		return 0, syntaxErr(p, "expected ':' after key")
+	}
+	p.i++
+	p.ws()
+	return idx, nil
 }
 
 // appendSlot appends a checked scalar. rec is the buffer the slot's
@@ -225,212 +253,52 @@ func (c *converter) appendSlot(b array.Builder, n *node, sl *slot, rec []byte) {
 }
 
 func (p *parser) lit(w string) error {
-	if len(p.b)-p.i < len(w) || string(p.b[p.i:p.i+len(w)]) != w {
-		return syntaxErr(p, "invalid literal")
-	}
-	p.i += len(w)
-	return nil
+	var err error
+	p.i, err = jsonscan.Literal(p.b, p.i, w)
+	return err
 }
 
 // str scans the string starting at p.i (which must be '"') and returns
 // the span of its contents. esc is true when the contents need unescape
 // (escapes, or invalid UTF-8 to replace).
 func (p *parser) str() (s, e int, esc bool, err error) {
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return 0, 0, false, syntaxErr(p, "expected a string")
-	}
-	p.i++
 	s = p.i
-	b := p.b
-	i := p.i
-	high := false
-	for {
-		i += jsonscan.IndexSpecial(b[i:], true)
-		if i >= len(b) {
-			p.i = i
-			return 0, 0, false, syntaxErr(p, "unterminated string")
-		}
-		switch ch := b[i]; {
-		case ch == '"':
-			p.i = i + 1
-			if high && !esc && !utf8.Valid(b[s:i]) {
-				esc = true
-			}
-			return s, i, esc, nil
-		case ch == '\\':
-			esc = true
-			if i+1 >= len(b) {
-				p.i = i
-				return 0, 0, false, syntaxErr(p, "unterminated escape")
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(b) || !hex4(b[i+2:i+6]) {
-					p.i = i
-					return 0, 0, false, syntaxErr(p, "invalid \\u escape")
-				}
-				i += 6
-			default:
-				p.i = i
-				return 0, 0, false, syntaxErr(p, "invalid escape")
-			}
-		case ch < 0x20:
-			p.i = i
-			return 0, 0, false, syntaxErr(p, "control character in string")
-		case ch >= 0x80:
-			high = true
-			i++
-		default:
-			i++
-		}
-	}
-}
-
-func hex4(h []byte) bool {
-	for _, c := range h {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
-		}
-	}
-	return true
-}
-
-func hexVal(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		default:
-			c = c - 'A' + 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
+	p.i, esc, err = jsonscan.String(p.b, s)
+	return s + 1, p.i - 1, esc, err
 }
 
 // unescape appends the decoded contents of a JSON string (already
 // validated by str) to dst, as encoding/json decodes them: invalid UTF-8
 // and lone surrogates become U+FFFD.
 func unescape(dst, src []byte) []byte {
-	for i := 0; i < len(src); {
-		ch := src[i]
-		switch {
-		case ch == '\\':
-			switch src[i+1] {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r := hexVal(src[i+2 : i+6])
-				i += 6
-				if utf16.IsSurrogate(r) {
-					if i+6 <= len(src) && src[i] == '\\' && src[i+1] == 'u' && hex4(src[i+2:i+6]) {
-						if r2 := utf16.DecodeRune(r, hexVal(src[i+2:i+6])); r2 != utf8.RuneError {
-							i += 6
-							dst = utf8.AppendRune(dst, r2)
-							continue
-						}
-					}
-					r = utf8.RuneError
-				}
-				dst = utf8.AppendRune(dst, r)
-				continue
-			default: // " \ /
-				dst = append(dst, src[i+1])
-			}
-			i += 2
-		case ch < utf8.RuneSelf:
-			dst = append(dst, ch)
-			i++
-		default:
-			r, size := utf8.DecodeRune(src[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, src[i:i+size]...)
-			}
-			i += size
-		}
-	}
+	dst, _ = jsonscan.AppendUnquote(dst, src)
 	return dst
 }
 
 // number scans a JSON number at p.i and returns its span; isInt is true
 // when it has no fraction and no exponent.
 func (p *parser) number() (s, e int, isInt bool, err error) {
-	b := p.b
-	i := p.i
-	s = i
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	default:
-		p.i = i
-		return 0, 0, false, syntaxErr(p, "invalid number")
-	}
-	isInt = true
-	if i < len(b) && b[i] == '.' {
-		isInt = false
-		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			p.i = i
-			return 0, 0, false, syntaxErr(p, "invalid number")
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		isInt = false
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			p.i = i
-			return 0, 0, false, syntaxErr(p, "invalid number")
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	p.i = i
-	return s, i, isInt, nil
+	s = p.i
+	p.i, isInt, err = jsonscan.Number(p.b, p.i)
+	return s, p.i, isInt, err
 }
 
 // skip checks and skips any JSON value (jsonscan's scanner, which also
 // validates JSON lines).
 func (p *parser) skip(depth int) error {
-	end, err := jsonscan.Skip(p.b, p.i, depth)
-	if err != nil {
-		var se *jsonscan.SyntaxError
-		if errors.As(err, &se) {
-			p.i = se.Offset
-			return syntaxErr(p, se.Msg)
-		}
-		return err
+	var err error
+	p.i, err = jsonscan.Skip(p.b, p.i, depth)
+	return err
+}
+
+// fieldError returns err, an error of the converter's parser, as a
+// *FieldError: the *jsonscan.SyntaxError of a token function becomes one
+// with the same message ("invalid JSON at byte N: ...").
+func fieldError(err error) error {
+	if se, ok := err.(*jsonscan.SyntaxError); ok {
+		return &FieldError{Problem: se.Error()}
 	}
-	p.i = end
-	return nil
+	return err
 }
 
 // float64pow10 are the powers of ten a float64 holds exactly.
@@ -522,31 +390,11 @@ func exponent(b []byte) int {
 // p.i unchanged, for anything else (fractions, exponents, longer or
 // invalid numbers), which number and parseInt then handle.
 func (p *parser) shortInt() (v int64, ok bool) {
-	b := p.b
-	i := p.i
-	neg := i < len(b) && b[i] == '-'
-	if neg {
-		i++
+	v, end, ok := jsonscan.ShortInt(p.b, p.i)
+	if ok {
+		p.i = end
 	}
-	s := i
-	var u int64
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' && i-s < 18 {
-		u = u*10 + int64(b[i]-'0')
-		i++
-	}
-	switch {
-	case i == s, i-s > 1 && b[s] == '0':
-		return 0, false // no digit, or a leading zero: number says why
-	case i < len(b):
-		if c := b[i]; c == '.' || c == 'e' || c == 'E' || c >= '0' && c <= '9' {
-			return 0, false
-		}
-	}
-	p.i = i
-	if neg {
-		u = -u
-	}
-	return u, true
+	return v, ok
 }
 
 // parseInt parses a JSON integer (already validated); ok is false on

@@ -127,11 +127,9 @@ func (s *scanner) value(depth int) error {
 }
 
 func (s *scanner) lit(w string) error {
-	if len(s.b)-s.i < len(w) || string(s.b[s.i:s.i+len(w)]) != w {
-		return s.fail("invalid literal")
-	}
-	s.i += len(w)
-	return nil
+	var err error
+	s.i, err = Literal(s.b, s.i, w)
+	return err
 }
 
 func (s *scanner) object(depth int) error {
@@ -237,70 +235,19 @@ func (s *scanner) str() error {
 			s.i++
 			return nil
 		case '\\':
-			if i+1 >= len(b) {
-				return s.fail("unterminated escape")
+			n, msg := escapeLen(b, i)
+			if msg != "" {
+				return s.fail(msg)
 			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i += 2
-			case 'u':
-				if i+6 > len(b) || !hex4(b[i+2:i+6]) {
-					return s.fail("invalid \\u escape")
-				}
-				s.i += 6
-			default:
-				return s.fail("invalid escape")
-			}
+			s.i += n
 		default:
-			return s.fail(fmt.Sprintf("control character %#02x in string", c))
+			return controlError(i, c)
 		}
 	}
-}
-
-func hex4(h []byte) bool {
-	for _, c := range h {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
-		}
-	}
-	return true
-}
-
-func (s *scanner) digits() int {
-	n := 0
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		s.i++
-		n++
-	}
-	return n
 }
 
 func (s *scanner) number() error {
-	if s.b[s.i] == '-' {
-		s.i++
-	}
-	if s.i >= len(s.b) {
-		return s.fail("invalid number")
-	}
-	if s.b[s.i] == '0' {
-		s.i++
-	} else if s.digits() == 0 {
-		return s.fail("invalid number")
-	}
-	if s.i < len(s.b) && s.b[s.i] == '.' {
-		s.i++
-		if s.digits() == 0 {
-			return s.fail("invalid number: digits expected after '.'")
-		}
-	}
-	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
-		s.i++
-		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
-			s.i++
-		}
-		if s.digits() == 0 {
-			return s.fail("invalid number: digits expected in exponent")
-		}
-	}
-	return nil
+	var err error
+	s.i, _, err = Number(s.b, s.i)
+	return err
 }
