@@ -13,6 +13,13 @@ type Snapshot struct {
 	State json.RawMessage
 	// Committables are published by Participant.Commit in phase 2.
 	Committables []json.RawMessage
+	// SweepEvery, when positive, declares that the participant's staging
+	// data outlives its commits while the job runs (S3 tail objects of
+	// older checkpoints): the coordinator then sweeps after every
+	// SweepEvery-th checkpoint and after a final one, as WithSweepEvery
+	// does; the smallest interval asked for wins. Zero: sweeping at
+	// recovery is enough.
+	SweepEvery int
 }
 
 // Participant is one sink subtask in the protocol. The coordinator calls its

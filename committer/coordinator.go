@@ -26,8 +26,11 @@ type Coordinator struct {
 
 	recovered bool
 	broken    error
-	next      uint64    // id of the next checkpoint
-	pending   []pending // decided or prepared, not yet committed, in checkpoint order
+	next      uint64 // id of the next checkpoint
+	// asked is the smallest positive Snapshot.SweepEvery of the last
+	// decided checkpoint (0: none asked)
+	asked   int
+	pending []pending // decided or prepared, not yet committed, in checkpoint order
 	// timing of the checkpoint begun or decided last, for the events
 	timing struct {
 		id                     uint64
@@ -247,10 +250,14 @@ func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
 	rec := &recovery.Checkpoint{ID: id, Time: c.now().UTC(), Source: ph.source,
 		Participants: make([]recovery.Participant, len(c.parts))}
 	var fresh []pending
+	asked := 0
 	for i, p := range c.parts {
 		snap, err := ph.waits[i](ctx)
 		if err != nil {
 			return 0, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", id, p.Name(), err))
+		}
+		if n := snap.SweepEvery; n > 0 && (asked == 0 || n < asked) {
+			asked = n
 		}
 		rec.Participants[i] = recovery.Participant{Name: p.Name(), State: snap.State}
 		for _, d := range snap.Committables {
@@ -285,6 +292,7 @@ func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
 	c.pending = all
 	c.next = id + 1
 	c.final = ph.final
+	c.asked = asked
 	c.timing.decided = c.now()
 	if f := c.events.Decided; f != nil {
 		f(DecidedInfo{ID: id, Committables: len(fresh), Duration: c.timing.decided.Sub(c.timing.phase1)})
@@ -386,13 +394,27 @@ func (c *Coordinator) commit(ctx context.Context, upTo uint64, phase string) err
 	if err := c.at(phase + "pruned"); err != nil {
 		return err
 	}
-	if phase == "" && c.sweepEvery > 0 && (upTo%uint64(c.sweepEvery) == 0 || c.final) {
+	if every := c.sweepInterval(); phase == "" && every > 0 && (upTo%uint64(every) == 0 || c.final) {
 		if err := c.sweep(ctx, slices.Clone(c.records), false); err != nil {
 			return err
 		}
 		return c.at("swept")
 	}
 	return nil
+}
+
+// sweepInterval is how often phase 2 sweeps: every n-th checkpoint, n the
+// smaller of WithSweepEvery and what the participants asked for in their
+// last snapshots; 0: only at recovery.
+func (c *Coordinator) sweepInterval() int {
+	switch {
+	case c.asked == 0:
+		return c.sweepEvery
+	case c.sweepEvery == 0:
+		return c.asked
+	default:
+		return min(c.sweepEvery, c.asked)
+	}
 }
 
 // committed reports the end of phase 2 up to checkpoint id.

@@ -287,6 +287,54 @@ func TestSweepEvery(t *testing.T) {
 	}
 }
 
+// askingSweeper is a sweepCounter whose snapshots ask for a sweep every
+// `every` checkpoints (Snapshot.SweepEvery), as the file sink on S3 does.
+type askingSweeper struct {
+	sweepCounter
+	every int
+}
+
+func (s *askingSweeper) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
+	snap := s.snapshot(id)
+	snap.SweepEvery = s.every
+	return committer.Ready(snap), nil
+}
+
+// TestSweepAskedBySnapshot: a participant that declares in its snapshots
+// that its staging outlives commits gets sweeps while the job runs without
+// WithSweepEvery; with it too, the smaller interval wins.
+func TestSweepAskedBySnapshot(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		option, asked, want int
+	}{
+		{0, 3, 1 + 2},   // recovery, checkpoints 3 and 6
+		{2, 3, 1 + 3},   // recovery, checkpoints 2, 4 and 6
+		{0, 0, 1},       // recovery only
+		{5, 0, 1 + 1},   // recovery and checkpoint 5
+		{4, 100, 1 + 1}, // recovery and checkpoint 4
+	} {
+		w := &world{}
+		p := &askingSweeper{sweepCounter: sweepCounter{fake: fake{name: "a", w: w}}, every: tc.asked}
+		c, err := committer.New(newStore(t), []committer.Participant{p}, committer.WithSweepEvery(tc.option))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Recover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range 7 {
+			if _, err := c.Checkpoint(ctx, nil, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p.sweeps != tc.want {
+			t.Errorf("WithSweepEvery(%d), snapshots asking every %d: %d sweeps after recovery and 7 checkpoints, want %d",
+				tc.option, tc.asked, p.sweeps, tc.want)
+		}
+	}
+}
+
 // asyncFake is a fake whose phase 1 completes only when its gate opens.
 type asyncFake struct {
 	*fake

@@ -99,9 +99,11 @@ func WithHook(h func(point string) error) Option {
 
 // WithSweepEvery makes phase 2 also sweep orphaned staging data (protocol
 // step 4, cleanup) after every n-th checkpoint and after a final one, with
-// the retained records; 0 (the default) sweeps only at recovery. Backends
-// whose staging outlives a commit (S3 tail objects of older checkpoints)
-// need it; a sweep that walks a whole local output tree may be costly.
+// the retained records; 0 (the default) sweeps only at recovery, unless a
+// participant asks for sweeps in its Snapshot (Snapshot.SweepEvery: the
+// file sink on a backend whose staging outlives a commit, such as S3's
+// tail objects of older checkpoints). A sweep that walks a whole local
+// output tree may be costly.
 // New fails for n < 0.
 func WithSweepEvery(n int) Option { return optionFunc(func(c *config) { c.sweepEvery = n }) }
 

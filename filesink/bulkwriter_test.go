@@ -224,6 +224,8 @@ func (b *nullBackend) Commit(context.Context, json.RawMessage) error { return ni
 func (b *nullBackend) Sweep(context.Context, string, []json.RawMessage) (map[string]int64, error) {
 	return nil, nil
 }
+func (b *nullBackend) SweepEvery() int { return 0 }
+
 func (b *nullBackend) Describe(data json.RawMessage) (string, string, error) {
 	var d struct{ Target string }
 	err := json.Unmarshal(data, &d)

@@ -912,9 +912,25 @@ func (w *Writer) Prepare(ctx context.Context, id uint64, final bool) (committer.
 	rolled := w.rolled
 	w.rolled = nil
 	w.forgetIdle()
+	every := w.sweepEvery()
 	return func(ctx context.Context) (committer.Snapshot, error) {
-		return prepared(ctx, jobs, rolled)
+		snap, err := prepared(ctx, jobs, rolled)
+		snap.SweepEvery = every
+		return snap, err
 	}, nil
+}
+
+// sweepEvery is how often the backends (the output's and the dead
+// letters') need their staging swept while the job runs: the smallest
+// positive interval they declare, 0 if none does.
+func (w *Writer) sweepEvery() int {
+	every := w.backend.SweepEvery()
+	if w.dl != nil {
+		if n := w.dl.SweepEvery(); n > 0 && (every == 0 || n < every) {
+			every = n
+		}
+	}
+	return every
 }
 
 // persistJob is an open part being persisted by a Prepare.

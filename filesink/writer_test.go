@@ -1554,3 +1554,33 @@ func TestPublishOnRollRestore(t *testing.T) {
 		}
 	}
 }
+
+// sweepingBackend is a local backend that declares that its staging must be
+// swept every n checkpoints while the job runs, as S3's does.
+type sweepingBackend struct {
+	*localfs.Backend
+	n int
+}
+
+func (b sweepingBackend) SweepEvery() int { return b.n }
+
+// TestSweepEveryFromBackends: the writer's snapshots carry the smallest
+// positive sweep interval its backends (the output's and the dead
+// letters') declare, so that the coordinator sweeps while the job runs.
+func TestSweepEveryFromBackends(t *testing.T) {
+	for _, tc := range []struct{ out, dead, want int }{
+		{0, -1, 0}, {10, -1, 10}, {10, 0, 10}, {0, 7, 7}, {10, 7, 7}, {3, 7, 3},
+	} {
+		be, _ := newLocal(t)
+		var opts []filesink.Option
+		if tc.dead >= 0 {
+			dl, _ := newLocal(t)
+			opts = append(opts, filesink.WithDeadLetter(sweepingBackend{dl, tc.dead}))
+		}
+		w := newWriter(t, sweepingBackend{be, tc.out}, 0, opts...)
+		mustWrite(t, w, []byte(`{"a":1}`))
+		if got := prepare(t, w, 1, false).SweepEvery; got != tc.want {
+			t.Errorf("output every %d, dead letters every %d: snapshot asks every %d, want %d", tc.out, tc.dead, got, tc.want)
+		}
+	}
+}

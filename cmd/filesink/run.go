@@ -486,11 +486,6 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 		return nil, err
 	}
 	j.cfg.TickInterval = min(max(time.Second, min(nonZero(f.rollover), nonZero(f.inactivity))/10), 10*time.Second)
-	if t.bucket != "" {
-		// Tail objects of older checkpoints outlive their commit: clean up
-		// as the job runs, not only at the next recovery.
-		j.cfg.CommitterOptions = append(j.cfg.CommitterOptions, committer.WithSweepEvery(10))
-	}
 	return j, nil
 }
 

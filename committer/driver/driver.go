@@ -53,6 +53,13 @@ type Backend interface {
 	// resumable or pending (for messages and audits), and an error for
 	// anything else.
 	Describe(data json.RawMessage) (target, staging string, err error)
+	// SweepEvery must return how often, in checkpoints, Sweep must run
+	// while the job runs: a positive n when staging data outlives the
+	// commit of the checkpoint that wrote it (S3 tail objects of older
+	// checkpoints), 0 when sweeping at recovery is enough. The file sink
+	// passes it to the coordinator (committer.Snapshot.SweepEvery), which
+	// schedules the sweeps.
+	SweepEvery() int
 
 	Output
 }

@@ -140,6 +140,10 @@ func parse(data json.RawMessage) (record, error) {
 	return r, nil
 }
 
+// SweepEvery implements driver.Backend: a local output's staging files
+// are renamed at their commit, so sweeping at recovery is enough.
+func (b *Backend) SweepEvery() int { return 0 }
+
 // Describe implements driver.Backend.
 func (b *Backend) Describe(data json.RawMessage) (target, staging string, err error) {
 	r, err := parse(data)

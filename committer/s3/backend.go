@@ -324,6 +324,15 @@ func (b *Backend) parse(data json.RawMessage, want string) (record, error) {
 	return r, nil
 }
 
+// SweepEvery implements driver.Backend: every SweepEvery checkpoints.
+func (b *Backend) SweepEvery() int { return SweepEvery }
+
+// SweepEvery is how often (in checkpoints) an S3 output's orphaned staging
+// is swept while a job runs: the tail object a checkpoint writes for an
+// open part is orphaned once a later checkpoint writes the next one, and
+// would otherwise wait for the next recovery.
+const SweepEvery = 10
+
 // Describe implements driver.Backend: the staging name is StagingName of
 // the target, the same for the resumables and the pending of one part file.
 func (b *Backend) Describe(data json.RawMessage) (target, staging string, err error) {
