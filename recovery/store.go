@@ -98,18 +98,23 @@ type DirStore struct {
 	lock     *dirLock
 }
 
-// OpenOption configures OpenDir.
-type OpenOption func(*openOptions)
+// OpenOption configures OpenDir. Its values come from this package's
+// functions (ReadOnly).
+type OpenOption interface{ apply(*openOptions) }
 
 type openOptions struct {
 	readOnly bool
 }
 
+type openOptionFunc func(*openOptions)
+
+func (f openOptionFunc) apply(o *openOptions) { f(o) }
+
 // ReadOnly opens a checkpoint directory for reading only, as a process
 // that inspects the records of a job that may be running does: it takes no
 // lock, creates nothing, removes no temp file, and Put, Delete and SetJobID
 // fail with ErrReadOnly. The directory must exist.
-func ReadOnly() OpenOption { return func(o *openOptions) { o.readOnly = true } }
+func ReadOnly() OpenOption { return openOptionFunc(func(o *openOptions) { o.readOnly = true }) }
 
 // ErrReadOnly is matched by the error of a write to a DirStore opened with
 // ReadOnly.
@@ -132,6 +137,7 @@ const (
 // another, fails with a *LockedError matching ErrLocked that names the
 // directory and the holder's pid. A nil error guarantees that the caller
 // alone writes the directory until Close. Other file systems take no lock.
+// A nil fsys is vfs.OS{}.
 // With ReadOnly, see there.
 func OpenDir(ctx context.Context, fsys vfs.FS, dir string, opts ...OpenOption) (*DirStore, error) {
 	if err := ctx.Err(); err != nil {
@@ -139,7 +145,10 @@ func OpenDir(ctx context.Context, fsys vfs.FS, dir string, opts ...OpenOption) (
 	}
 	var o openOptions
 	for _, opt := range opts {
-		opt(&o)
+		opt.apply(&o)
+	}
+	if fsys == nil {
+		fsys = vfs.OS{}
 	}
 	if o.readOnly {
 		if _, err := fsys.Stat(dir); err != nil {

@@ -119,7 +119,7 @@ func TestOpenDirLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenDir(ctx, vfs.OS{}, dir)
+	_, err = OpenDir(ctx, nil, dir) // nil: the OS, which holds the lock
 	var le *LockedError
 	if !errors.Is(err, ErrLocked) || !errors.As(err, &le) || le.Dir != dir || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("second OpenDir of a held directory = %v; want a LockedError naming %s", err, dir)

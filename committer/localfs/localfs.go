@@ -75,14 +75,18 @@ const maxSyncs = 16
 
 var _ driver.Backend = (*Backend)(nil)
 
-// New returns a backend publishing under root. fsys is usually vfs.OS{}
-// (direct I/O applies to the files of an fsys that are *os.File). It
+// New returns a backend publishing under root. fsys is usually vfs.OS{},
+// which a nil fsys stands for (direct I/O applies to the files of an fsys
+// that are *os.File). It
 // returns no error: every value of every option is valid, and nothing is
 // touched before the first call.
 func New(fsys vfs.FS, root string, opts ...Option) *Backend {
 	var cfg config
 	for _, o := range opts {
 		o.apply(&cfg)
+	}
+	if fsys == nil {
+		fsys = vfs.OS{}
 	}
 	b := &Backend{fs: fsys, root: filepath.Clean(root), durable: map[string]bool{}, unsynced: map[string]bool{},
 		syncs: make(chan struct{}, maxSyncs), directBufs: make(chan *directSlot, maxDirect), setDirect: vfs.SetDirect,
