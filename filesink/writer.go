@@ -48,6 +48,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 // config is what the options set; New validates it.
 type config struct {
 	dl     driver.Backend
+	onBad  func(*source.BadRecordError) // nil: none
 	enc    Encoder
 	encSet bool       // WithEncoder was given
 	bulk   BulkFormat // nil: the row format enc
@@ -128,6 +129,14 @@ func WithRunID(id string) Option { return optionFunc(func(c *config) { c.runID =
 // {"origin","error","record"}, to part files published through dl with the
 // same protocol (exactly once) instead of failing the write.
 func WithDeadLetter(dl driver.Backend) Option { return optionFunc(func(c *config) { c.dl = dl }) }
+
+// WithBadRecordFunc sets a function called with every bad record sent to
+// the dead-letter output (see WithDeadLetter), on the goroutine that wrote
+// it, before the write returns; it must not block. The CLI feeds it to the
+// run's event stream (pipeline.EventListener.BadRecord).
+func WithBadRecordFunc(f func(*source.BadRecordError)) Option {
+	return optionFunc(func(c *config) { c.onBad = f })
+}
 
 // WithPublishOnRoll makes the writer publish a part file as soon as it
 // rolls, without waiting for the checkpoint that covers it: records become
@@ -344,7 +353,11 @@ func New(backend driver.Backend, subtask int, opts ...Option) (*Writer, error) {
 }
 
 // Name implements committer.Participant: "filesink/<subtask>".
-func (w *Writer) Name() string { return "filesink/" + strconv.Itoa(w.subtask) }
+func (w *Writer) Name() string { return ParticipantName(w.subtask) }
+
+// ParticipantName is the name (committer.Participant.Name) of the writer
+// of subtask: "filesink/" and the subtask number.
+func ParticipantName(subtask int) string { return "filesink/" + strconv.Itoa(subtask) }
 
 // Stats returns the writer's running totals. Records and Bytes count the
 // records of a batch (BeginBatch) at its EndBatch.
@@ -501,6 +514,9 @@ func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, c
 	}
 	w.log.Warn("bad record sent to the dead-letter output", "origin", origin, "err", cause)
 	w.stats.BadRecords.Add(1)
+	if w.onBad != nil {
+		w.onBad(berr)
+	}
 	return w.add(ctx, bucketKey{dl: true}, append(line, '\n'), nil, origin, now)
 }
 

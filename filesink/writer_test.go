@@ -917,7 +917,14 @@ func TestDeadLetter(t *testing.T) {
 	root := t.TempDir()
 	dlRoot := filepath.Join(root, "_dead-letter")
 	be, dl := localfs.New(vfs.OS{}, root), localfs.New(vfs.OS{}, dlRoot)
-	opts := []filesink.Option{filesink.WithDeadLetter(dl), filesink.WithAssigner(bucketing.Field("key"))}
+	var reported []string // origins given to WithBadRecordFunc
+	opts := []filesink.Option{filesink.WithDeadLetter(dl), filesink.WithAssigner(bucketing.Field("key")),
+		filesink.WithBadRecordFunc(func(e *source.BadRecordError) {
+			if !errors.Is(e, source.ErrBadRecord) {
+				t.Errorf("reported bad record %v does not match source.ErrBadRecord", e)
+			}
+			reported = append(reported, e.Origin)
+		})}
 
 	w := newWriter(t, be, 0, opts...)
 	coord, store := newCoordinator(t, root, w)
@@ -941,6 +948,9 @@ func TestDeadLetter(t *testing.T) {
 	}
 	if got := w.Stats().BadRecords.Load(); got != 1 {
 		t.Errorf("Stats.BadRecords = %d, want 1", got)
+	}
+	if want := []string{"in/a.jsonl:2"}; !slices.Equal(reported, want) {
+		t.Errorf("bad records reported %q, want %q", reported, want)
 	}
 	if _, err := coord.Prepare(ctx, json.RawMessage(`{"n":2}`), false); err != nil { // decided, not committed
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/source"
 )
 
 // EventListener receives the events of a run (Config.Events): those of
@@ -20,6 +21,29 @@ type EventListener struct {
 	// Progress: the run's totals, after every batch and checkpoint (as
 	// Config.Progress).
 	Progress func(Progress)
+	// BadRecord: a sink sent a record it could not write to its
+	// dead-letter output (--on-bad-record skip). The sinks report it
+	// themselves: the program that makes a file sink passes this function
+	// to it (filesink.WithBadRecordFunc, through BadRecordFunc).
+	BadRecord func(BadRecordInfo)
+}
+
+// BadRecordInfo describes a record sent to a dead-letter output.
+type BadRecordInfo struct {
+	Sink string                 // the sink's Name
+	Err  *source.BadRecordError // the record's origin and what is wrong with it
+}
+
+// BadRecordFunc returns the function a sink named sink calls for each bad
+// record: it reports it to (*l).BadRecord, read at the call, so that
+// listeners added to *l after the sinks were made still hear it. The
+// listener must not change while the run goes on.
+func BadRecordFunc(l *EventListener, sink string) func(*source.BadRecordError) {
+	return func(err *source.BadRecordError) {
+		if f := l.BadRecord; f != nil {
+			f(BadRecordInfo{Sink: sink, Err: err})
+		}
+	}
 }
 
 // SourceInfo describes the opened source.
@@ -36,6 +60,7 @@ func TeeEventListener(a, b EventListener) EventListener {
 		EventListener: committer.TeeEventListener(a.EventListener, b.EventListener),
 		SourceOpened:  tee(a.SourceOpened, b.SourceOpened),
 		Progress:      tee(a.Progress, b.Progress),
+		BadRecord:     tee(a.BadRecord, b.BadRecord),
 	}
 }
 

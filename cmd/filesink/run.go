@@ -597,7 +597,8 @@ func (f *runFlags) writers(j *job, l *layout, log *slog.Logger) error {
 			opts = append(opts, filesink.WithCompression(comp))
 		}
 		if l.deadOK {
-			opts = append(opts, filesink.WithDeadLetter(j.target.dead))
+			opts = append(opts, filesink.WithDeadLetter(j.target.dead),
+				filesink.WithBadRecordFunc(pipeline.BadRecordFunc(&j.cfg.Events, filesink.ParticipantName(i))))
 		}
 		if f.guarantee == pipeline.AtLeastOnce {
 			opts = append(opts, filesink.WithPublishOnRoll())

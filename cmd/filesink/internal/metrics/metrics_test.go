@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -290,6 +292,19 @@ func TestCommitFailuresCount(t *testing.T) {
 	ev.CommitFailed(committer.CommitFailedInfo{Checkpoint: 3, Participant: "filesink/0", Attempt: 2})
 	if v := values(t, m); v["filesink_commit_retries_total"] != 2 {
 		t.Errorf("commit retries %v, want 2", v["filesink_commit_retries_total"])
+	}
+}
+
+// TestBadRecordsCount: every bad record a sink reports through the event
+// stream (pipeline.BadRecordFunc, as the CLI wires the file sinks) counts.
+func TestBadRecordsCount(t *testing.T) {
+	m := New(Options{})
+	ev := pipeline.TeeEventListener(pipeline.EventListener{}, m.Events())
+	for i := range 3 {
+		pipeline.BadRecordFunc(&ev, "filesink/0")(&source.BadRecordError{Origin: fmt.Sprintf("in:%d", i), Err: errors.New("not JSON")})
+	}
+	if v := values(t, m); v["filesink_bad_records_total"] != 3 {
+		t.Errorf("bad records %v, want 3", v["filesink_bad_records_total"])
 	}
 }
 

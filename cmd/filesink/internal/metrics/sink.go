@@ -24,7 +24,7 @@ type sinkStats struct {
 	restored       atomic.Bool  // Restore ran: later commits are of this run's committables
 
 	// The sink's own counters (0 if it has none).
-	bad, committed, rolledBack, acked, dropped func() int64
+	committed, rolledBack, acked, dropped func() int64
 }
 
 func zero() int64 { return 0 }
@@ -35,11 +35,11 @@ func zero() int64 { return 0 }
 // overlaps checkpoints with the next records.
 // Call it before the run starts.
 func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
-	st := &sinkStats{bad: zero, committed: zero, rolledBack: zero, acked: zero, dropped: zero}
+	st := &sinkStats{committed: zero, rolledBack: zero, acked: zero, dropped: zero}
 	var open func() int
 	switch v := s.(type) {
 	case *filesink.Writer:
-		st.bad, st.committed = v.Stats().BadRecords.Load, v.Stats().Committed.Load
+		st.committed = v.Stats().Committed.Load
 		open = v.OpenBuckets // not safe for concurrent use: sampled on the writer's goroutine
 	case *mysqlxa.Sink:
 		st.rolledBack = v.Stats().RolledBack.Load
