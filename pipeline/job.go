@@ -95,6 +95,9 @@ type Job struct {
 	Format string
 	// Parallelism is the number of sink subtasks (at least 1).
 	Parallelism int
+	// Retain is how many checkpoint records are kept, at least 1; 0 (not
+	// given) is recovery.DefaultRetain.
+	Retain int
 	// MySQL holds the settings of a MySQL sink that Validate checks.
 	MySQL MySQLSpec
 	// HTTP holds the settings of an HTTP sink that Validate checks.
@@ -168,6 +171,9 @@ func (j *Job) Validate() error {
 	}
 	if err != nil {
 		return err
+	}
+	if j.Retain < 0 || (j.Retain == 0 && j.Given["retain"]) {
+		return specErr("--retain %d: at least one checkpoint record must be kept", j.Retain)
 	}
 	if !strings.HasPrefix(j.Source, "kafka://") && j.anyGiven(KafkaOnlySettings, "") != "" {
 		return specErr("--bounded and --start apply to kafka:// sources only")
