@@ -364,7 +364,18 @@ func ParticipantName(subtask int) string { return "filesink/" + strconv.Itoa(sub
 func (w *Writer) Stats() *Stats { return &w.stats }
 
 // OpenBuckets returns the number of buckets with an in-progress part.
+// Not safe for concurrent use, like Write.
 func (w *Writer) OpenBuckets() int { return len(w.buckets) }
+
+// Counters implements pipeline.Sink: the part files committed (Stats
+// Committed) and the open parts (OpenBuckets, which is not safe for
+// concurrent use). Safe for concurrent use.
+func (w *Writer) Counters() committer.Counters {
+	return committer.Counters{
+		FilesCommitted: w.stats.Committed.Load,
+		OpenParts:      func() int64 { return int64(w.OpenBuckets()) },
+	}
+}
 
 // namespace is the start of every part name of this subtask.
 func (w *Writer) namespace() string { return w.prefix + "-" + strconv.Itoa(w.subtask) + "-" }
@@ -442,7 +453,7 @@ func (w *Writer) publishCounts() {
 // BeginBatch tells the writer that the records written until EndBatch
 // arrived together: it reads its clock once for all of them (processing
 // time for bucketing and rolling) instead of once per record. The
-// pipeline calls it (pipeline.Batcher). Not safe for concurrent use, like
+// pipeline calls it (pipeline.Sink). Not safe for concurrent use, like
 // Write.
 func (w *Writer) BeginBatch() { w.batchNow, w.inBatch = w.now(), true }
 

@@ -30,6 +30,16 @@ type Sink interface {
 	// of an XA branch) returns false: then the pipeline runs every
 	// checkpoint whole at its barrier. It must always return the same.
 	OverlapsCheckpoints() bool
+	// Batcher: the pipeline brackets every batch of records with
+	// BeginBatch and EndBatch; a sink that has no use for batches
+	// implements both as no-ops.
+	Batcher
+	// Counters returns the sink's running totals for monitoring (see
+	// committer.Counters); a sink that counts none of them returns
+	// committer.Counters{}. It must return the same on every call and be
+	// safe for concurrent use (calling the functions it returns has the
+	// concurrency rules committer.Counters gives).
+	Counters() committer.Counters
 }
 
 // Defaults.

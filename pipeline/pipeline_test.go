@@ -923,6 +923,9 @@ func (g *gatedSink) Write(_ context.Context, _ []byte, _ source.Origin) error {
 func (g *gatedSink) Tick(context.Context, time.Time) error { return nil }
 func (g *gatedSink) Close() error                          { return nil }
 func (g *gatedSink) OverlapsCheckpoints() bool             { return true }
+func (g *gatedSink) BeginBatch()                           {}
+func (g *gatedSink) EndBatch()                             {}
+func (g *gatedSink) Counters() committer.Counters          { return committer.Counters{} }
 func (g *gatedSink) Prepare(ctx context.Context, id uint64, final bool) (committer.Wait, error) {
 	g.mu.Lock()
 	first := g.barrier < 0
@@ -985,7 +988,7 @@ func (b *batchSink) Write(ctx context.Context, r []byte, o source.Origin) error 
 	return b.Sink.Write(ctx, r, o)
 }
 
-// TestRunBatcher: a sink that is a pipeline.Batcher gets every record
+// TestRunBatcher: every sink (a pipeline.Sink is a pipeline.Batcher) gets every record
 // between a BeginBatch and an EndBatch.
 func TestRunBatcher(t *testing.T) {
 	e := newEnv(t, vfs.OS{}, t.TempDir())

@@ -19,25 +19,23 @@ type subtask struct {
 	idx  int
 	n    int
 
-	err     error         // first write error; set before failed is closed
-	failed  chan struct{} // closed on the first write error
-	free    chan<- *batch // processed batches go back to the reader
-	batcher Batcher       // the sink, if it is one
+	err    error         // first write error; set before failed is closed
+	failed chan struct{} // closed on the first write error
+	free   chan<- *batch // processed batches go back to the reader
 }
 
-// Batcher is implemented by sinks that take a batch's records at one
+// Batcher is the part of Sink that brackets batches: the pipeline calls
+// BeginBatch before the records of a batch and EndBatch after them, on the
+// subtask's goroutine, so a sink can take a batch's records at one
 // processing time (filesink.Writer reads its clock once per batch instead
-// of once per record). The pipeline calls BeginBatch before the records of
-// a batch and EndBatch after them, on the subtask's goroutine.
+// of once per record). Neither method may fail or block.
 type Batcher interface {
 	BeginBatch()
 	EndBatch()
 }
 
 func newSubtask(sink Sink, idx, n int, free chan<- *batch) *subtask {
-	st := &subtask{sink: sink, in: make(chan msg, 4), idx: idx, n: n, failed: make(chan struct{}), free: free}
-	st.batcher, _ = sink.(Batcher)
-	return st
+	return &subtask{sink: sink, in: make(chan msg, 4), idx: idx, n: n, failed: make(chan struct{}), free: free}
 }
 
 // release marks b processed by this subtask; the last one hands it back
@@ -88,9 +86,7 @@ func (s *subtask) run(ctx context.Context) {
 			}
 			return true
 		}
-		if s.batcher != nil {
-			s.batcher.BeginBatch()
-		}
+		s.sink.BeginBatch()
 		if b.routes != nil {
 			for i, r := range b.routes {
 				if r == s.idx && !write(i) {
@@ -104,9 +100,7 @@ func (s *subtask) run(ctx context.Context) {
 				}
 			}
 		}
-		if s.batcher != nil {
-			s.batcher.EndBatch()
-		}
+		s.sink.EndBatch()
 		s.release(b)
 	}
 }

@@ -11,32 +11,13 @@ import (
 	"github.com/filesink/filesink/vfs"
 )
 
-// JobStore is a Store that also keeps, beside its records, the id of the
-// job whose records it holds: the name of the job's external transactions
-// (the MySQL sink's XA branches) and of its idempotency keys (the HTTP
-// sink's), which must survive restarts and moves of the store. DirStore
-// and the S3 store (committer/s3) are JobStores.
-type JobStore interface {
-	Store
-	// JobID returns the job id kept in the store, "" if none is.
-	JobID(ctx context.Context) (string, error)
-	// SetJobID keeps id in the store. A nil error guarantees that id is
-	// durable. It never replaces a kept id: if one is kept (written
-	// meanwhile by another run), it must equal id, else the error is a
-	// *JobIDError.
-	SetJobID(ctx context.Context, id string) error
-	// JobIDLocation names where the id is kept, for messages
-	// ("/state/JOB", "s3://bucket/prefix/JOB").
-	JobIDLocation() string
-}
-
 // JobFile is the name of the file (object) beside the records that keeps
 // the job id: its content is the id and a newline.
 const JobFile = "JOB"
 
 // JobIDError reports a job id that differs from the one kept in a store.
 type JobIDError struct {
-	Location string // where the kept id is (JobStore.JobIDLocation)
+	Location string // where the kept id is (Store.JobIDLocation)
 	Kept     string // the id kept in the store
 	Given    string // the other id
 	// Meanwhile is set when the kept id was written while SetJobID wrote
@@ -57,7 +38,7 @@ func (e *JobIDError) Error() string {
 // differs from the kept one is a *JobIDError: the external transactions
 // named by the kept id would be left behind. The caller holds the store
 // (an open DirStore holds its directory's lock).
-func KeepJobID(ctx context.Context, s JobStore, explicit string, derive func() (string, error)) (string, error) {
+func KeepJobID(ctx context.Context, s Store, explicit string, derive func() (string, error)) (string, error) {
 	kept, err := s.JobID(ctx)
 	if err != nil {
 		return "", err
@@ -90,12 +71,10 @@ func ParseJobID(location string, b []byte) (string, error) {
 	return id, nil
 }
 
-var _ JobStore = (*DirStore)(nil)
-
-// JobIDLocation implements JobStore: DIR/JOB.
+// JobIDLocation implements Store: DIR/JOB.
 func (s *DirStore) JobIDLocation() string { return filepath.Join(s.dir, JobFile) }
 
-// JobID implements JobStore: the id in DIR/JOB.
+// JobID implements Store: the id in DIR/JOB.
 func (s *DirStore) JobID(ctx context.Context) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -110,7 +89,7 @@ func (s *DirStore) JobID(ctx context.Context) (string, error) {
 	return ParseJobID(s.JobIDLocation(), b)
 }
 
-// SetJobID implements JobStore: DIR/JOB is written as a record is (a
+// SetJobID implements Store: DIR/JOB is written as a record is (a
 // synced temp file, a no-replace rename, a directory fsync).
 func (s *DirStore) SetJobID(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {

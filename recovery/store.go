@@ -18,21 +18,54 @@ import (
 // DefaultRetain is how many checkpoint records Prune keeps by default.
 const DefaultRetain = 3
 
-// Store holds checkpoint records. Implementations must make Put durable and
-// atomic (a record is either absent or complete after a crash) and must never
-// overwrite an existing record.
+// Store holds the checkpoint records of one job and, beside them, the job's
+// id: the name of the job's external transactions (the MySQL sink's XA
+// branches) and of its idempotency keys (the HTTP sink's), which must
+// survive restarts and moves of the store. DirStore and the S3 store
+// (committer/s3) are Stores.
+//
+// An implementation must make Put and SetJobID durable and atomic (after a
+// crash a record or the id is either absent or complete), must never
+// overwrite an existing record or a kept job id, and must check ctx before
+// any I/O. Whether it is safe for concurrent use is for the implementation
+// to document (DirStore and the S3 store are).
 type Store interface {
-	// Put writes record c. A nil error guarantees the record is durable. It
-	// fails if a record with the same ID exists.
+	// Put writes record c. It must fail if a record with the same ID
+	// exists, and must never replace it. A nil error guarantees that the
+	// record is durable: List and Get return it, also after a crash.
 	Put(ctx context.Context, c *Checkpoint) error
-	// List returns the IDs of the stored records in ascending order.
+	// List returns the IDs of the stored records. It must return them in
+	// ascending order, and a *CorruptError for a name in the store's
+	// namespace that is not a record's. A nil error guarantees that every
+	// record whose Put returned nil before the call, and that was not
+	// deleted, is listed.
 	List(ctx context.Context) ([]uint64, error)
-	// Get reads record id; a defective record gives a *CorruptError.
+	// Get reads record id. It must return a *CorruptError for a defective
+	// record (one that does not decode, or whose ID is not id), never a
+	// partial record. A nil error guarantees that the record is the one
+	// Put wrote.
 	Get(ctx context.Context, id uint64) (*Checkpoint, error)
-	// Delete removes record id; deleting a missing record is not an error.
+	// Delete removes record id. Deleting a missing record must not be an
+	// error. A nil error guarantees that List no longer returns id (a
+	// deleted record that comes back after a crash is harmless: it is
+	// older than the newest).
 	Delete(ctx context.Context, id uint64) error
-	// Location describes the store for messages ("/out/_filesink").
+	// Location describes the store for messages ("/out/_filesink"). It
+	// must do no I/O.
 	Location() string
+	// JobID returns the job id kept in the store, "" if none is. It must
+	// return an error, not "", for a kept id it cannot read or that is
+	// empty. A nil error guarantees that the returned id, if not "", is the
+	// one SetJobID kept.
+	JobID(ctx context.Context) (string, error)
+	// SetJobID keeps id in the store. It must never replace a kept id: if
+	// one is kept (written meanwhile by another run), it must equal id,
+	// else the error must be a *JobIDError with Meanwhile set. A nil error
+	// guarantees that id is durable: JobID returns it, also after a crash.
+	SetJobID(ctx context.Context, id string) error
+	// JobIDLocation names where the id is kept, for messages
+	// ("/state/JOB", "s3://bucket/prefix/JOB"). It must do no I/O.
+	JobIDLocation() string
 }
 
 // Latest returns the newest record of s, or (nil, nil) when s is empty. A

@@ -137,11 +137,7 @@ func splitList(s string) []string {
 // directory; an explicit id that differs from the kept one is a usage
 // error (the branches of the old id would be left behind).
 func jobID(ctx context.Context, store recovery.Store, stateURI, explicit string) (string, error) {
-	js, ok := store.(recovery.JobStore)
-	if !ok {
-		return "", fmt.Errorf("job id: the checkpoint store %s cannot keep one", store.Location())
-	}
-	id, err := recovery.KeepJobID(ctx, js, explicit, func() (string, error) { return deriveStateJob(stateURI) })
+	id, err := recovery.KeepJobID(ctx, store, explicit, func() (string, error) { return deriveStateJob(stateURI) })
 	var je *recovery.JobIDError
 	if errors.As(err, &je) && !je.Meanwhile {
 		return "", usageError("run: --job %q differs from the job id %q kept in %s: the XA branches of a job are named by its id; "+

@@ -203,10 +203,8 @@ func stateJob(ctx context.Context, stateURI string, s3f *s3Flags) (string, error
 	if err != nil {
 		return "", err
 	}
-	if js, ok := store.(recovery.JobStore); ok {
-		if id, err := js.JobID(ctx); err != nil || id != "" {
-			return id, err
-		}
+	if id, err := store.JobID(ctx); err != nil || id != "" {
+		return id, err
 	}
 	return deriveStateJob(stateURI)
 }

@@ -188,6 +188,19 @@ func (s *Sink) Name() string { return "mysqlxa/" + strconv.Itoa(s.cfg.Subtask) }
 // Stats returns the sink's running totals.
 func (s *Sink) Stats() *Stats { return &s.stats }
 
+// Counters implements pipeline.Sink: the branches rolled back (Stats
+// RolledBack). Safe for concurrent use.
+func (s *Sink) Counters() committer.Counters {
+	return committer.Counters{BranchesRolledBack: s.stats.RolledBack.Load}
+}
+
+// BeginBatch implements pipeline.Sink; the sink has no use for batches:
+// it does nothing.
+func (s *Sink) BeginBatch() {}
+
+// EndBatch implements pipeline.Sink; it does nothing.
+func (s *Sink) EndBatch() {}
+
 // Table returns the target table as "db.name".
 func (s *Sink) Table() string { return s.tbl.display }
 

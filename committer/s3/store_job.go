@@ -11,14 +11,12 @@ import (
 	"github.com/filesink/filesink/recovery"
 )
 
-var _ recovery.JobStore = (*Store)(nil)
-
 func (s *Store) jobKey() string { return s.dir() + recovery.JobFile }
 
-// JobIDLocation implements recovery.JobStore: s3://bucket/prefix/JOB.
+// JobIDLocation implements recovery.Store: s3://bucket/prefix/JOB.
 func (s *Store) JobIDLocation() string { return s.url(s.jobKey()) }
 
-// JobID implements recovery.JobStore: the id in the object PREFIX/JOB, ""
+// JobID implements recovery.Store: the id in the object PREFIX/JOB, ""
 // if there is none.
 func (s *Store) JobID(ctx context.Context) (string, error) {
 	if err := s.check(ctx); err != nil {
@@ -34,7 +32,7 @@ func (s *Store) JobID(ctx context.Context) (string, error) {
 	return recovery.ParseJobID(s.JobIDLocation(), b)
 }
 
-// SetJobID implements recovery.JobStore: PREFIX/JOB is written once, as
+// SetJobID implements recovery.Store: PREFIX/JOB is written once, as
 // a record is (If-None-Match: *, or a check first where the store has no
 // conditional writes); an object found with the same id is success.
 func (s *Store) SetJobID(ctx context.Context, id string) error {

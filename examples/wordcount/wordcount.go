@@ -263,6 +263,15 @@ func (c *counter) Tick(ctx context.Context, now time.Time) error { return c.out.
 // OverlapsCheckpoints is the XA sink's: false (see mysqlxa.Sink).
 func (c *counter) OverlapsCheckpoints() bool { return c.out.OverlapsCheckpoints() }
 
+// Counters are the XA sink's.
+func (c *counter) Counters() committer.Counters { return c.out.Counters() }
+
+// BeginBatch does nothing: the counts do not depend on the batches.
+func (c *counter) BeginBatch() {}
+
+// EndBatch does nothing.
+func (c *counter) EndBatch() {}
+
 func (c *counter) Close() error { return c.out.Close() }
 
 // splitWords calls f with each word of line, lower-cased: a maximal run of

@@ -313,6 +313,19 @@ func (s *Sink) Name() string { return s.name }
 // Stats returns the sink's counters.
 func (s *Sink) Stats() *Stats { return &s.stats }
 
+// Counters implements pipeline.Sink: the records acknowledged and dropped
+// (Stats Acked, Dropped). Safe for concurrent use.
+func (s *Sink) Counters() committer.Counters {
+	return committer.Counters{RecordsAcked: s.stats.Acked.Load, RecordsDropped: s.stats.Dropped.Load}
+}
+
+// BeginBatch implements pipeline.Sink; the sink makes its own batches:
+// it does nothing.
+func (s *Sink) BeginBatch() {}
+
+// EndBatch implements pipeline.Sink; it does nothing.
+func (s *Sink) EndBatch() {}
+
 // Err returns the error that failed the sink, or nil.
 func (s *Sink) Err() error {
 	select {

@@ -350,3 +350,53 @@ func TestKafkaCollectorUnbounded(t *testing.T) {
 		t.Errorf("an end offset for an unbounded source")
 	}
 }
+
+// countingSink is a sink of no known type with every count of
+// committer.Counters; only Counters and Tick are called.
+type countingSink struct {
+	pipeline.Sink
+	n int64
+}
+
+func (s *countingSink) Counters() committer.Counters {
+	f := func(k int64) func() int64 { return func() int64 { return k * s.n } }
+	return committer.Counters{FilesCommitted: f(1), BranchesRolledBack: f(2), RecordsAcked: f(3), RecordsDropped: f(4), OpenParts: f(5)}
+}
+
+func (s *countingSink) Tick(context.Context, time.Time) error { return nil }
+
+// noCounts counts nothing (committer.Counters{}).
+type noCounts struct{ pipeline.Sink }
+
+func (noCounts) Counters() committer.Counters { return committer.Counters{} }
+
+// TestSinkCounters: the sink totals come from Sink.Counters, whatever the
+// sink's type; nil counts are zero; open parts are sampled on the
+// writing goroutine (here at Tick).
+func TestSinkCounters(t *testing.T) {
+	m := New(Options{})
+	a, b := &countingSink{n: 1}, &countingSink{n: 10}
+	wa, wb := m.WrapSink(a), m.WrapSink(b)
+	m.WrapSink(noCounts{})
+	for _, w := range []pipeline.Sink{wa, wb} {
+		if err := w.Tick(context.Background(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]float64{
+		"filesink_files_committed_total":                 11,
+		`filesink_orphans_swept_total{kind="xa_branch"}`: 22,
+		"filesink_async_records_acked_total":             33,
+		"filesink_async_records_dropped_total":           44,
+		"filesink_open_part_files":                       55,
+	}
+	v := values(t, m)
+	for name, n := range want {
+		if v[name] != n {
+			t.Errorf("%s = %v, want %v", name, v[name], n)
+		}
+	}
+	if c := wa.Counters(); c.FilesCommitted() != 1 || c.OpenParts() != 5 {
+		t.Errorf("the wrapper's Counters are not the sink's")
+	}
+}

@@ -7,11 +7,8 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/committer"
-	"github.com/filesink/filesink/committer/mysqlxa"
-	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
-	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/source"
 )
 
@@ -23,33 +20,39 @@ type sinkStats struct {
 	pending        atomic.Int64 // committables prepared, not yet committed
 	restored       atomic.Bool  // Restore ran: later commits are of this run's committables
 
-	// The sink's own counters (0 if it has none).
+	// The sink's own counters (Sink.Counters; zero for those it has not).
 	committed, rolledBack, acked, dropped func() int64
 }
 
 func zero() int64 { return 0 }
 
+// orZero returns f, or zero when f is nil.
+func orZero(f func() int64) func() int64 {
+	if f == nil {
+		return zero
+	}
+	return f
+}
+
 // WrapSink returns s instrumented: records and bytes it accepts, its open
-// part files, its pending committables and its failed commit attempts.
-// The wrapper keeps s's name and behaviour, including whether it
-// overlaps checkpoints with the next records.
+// part files, its pending committables and its failed commit attempts,
+// and the totals of s.Counters. The wrapper keeps s's name and behaviour,
+// including whether it overlaps checkpoints with the next records, and
+// returns s's Counters as its own.
 // Call it before the run starts.
 func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
-	st := &sinkStats{committed: zero, rolledBack: zero, acked: zero, dropped: zero}
-	var open func() int
-	switch v := s.(type) {
-	case *filesink.Writer:
-		st.committed = v.Stats().Committed.Load
-		open = v.OpenBuckets // not safe for concurrent use: sampled on the writer's goroutine
-	case *mysqlxa.Sink:
-		st.rolledBack = v.Stats().RolledBack.Load
-	case *async.Sink:
-		st.acked, st.dropped = v.Stats().Acked.Load, v.Stats().Dropped.Load
+	c := s.Counters()
+	st := &sinkStats{
+		committed:  orZero(c.FilesCommitted),
+		rolledBack: orZero(c.BranchesRolledBack),
+		acked:      orZero(c.RecordsAcked),
+		dropped:    orZero(c.RecordsDropped),
 	}
 	m.mu.Lock()
 	m.sinks = append(m.sinks, st)
 	m.mu.Unlock()
-	return &sink{Sink: s, m: m, st: st, open: open}
+	// OpenParts is not safe for concurrent use: sampled on the writing goroutine.
+	return &sink{Sink: s, m: m, st: st, open: c.OpenParts}
 }
 
 // sink instruments a pipeline.Sink. Its methods are called as the
@@ -60,7 +63,7 @@ type sink struct {
 	pipeline.Sink
 	m    *Metrics
 	st   *sinkStats
-	open func() int // nil: no part files
+	open func() int64 // nil: no part files
 }
 
 var (
@@ -72,12 +75,12 @@ var (
 func (s *sink) Unwrap() pipeline.Sink { return s.Sink }
 
 // sample stores the number of open part files; only on the goroutine
-// that writes (OpenBuckets is not safe for concurrent use).
+// that writes (Counters.OpenParts is not safe for concurrent use).
 func (s *sink) sample() {
 	if s.open == nil {
 		return
 	}
-	if n := int64(s.open()); s.st.open.Load() != n {
+	if n := s.open(); s.st.open.Load() != n {
 		s.st.open.Store(n)
 	}
 }
@@ -128,20 +131,6 @@ func (s *sink) committed(err error) {
 	// Restore; those were not counted as pending by this run.
 	if err == nil && s.st.restored.Load() {
 		s.st.pending.Add(-1)
-	}
-}
-
-// BeginBatch forwards to a wrapped pipeline.Batcher.
-func (s *sink) BeginBatch() {
-	if b, ok := s.Sink.(pipeline.Batcher); ok {
-		b.BeginBatch()
-	}
-}
-
-// EndBatch forwards to a wrapped pipeline.Batcher.
-func (s *sink) EndBatch() {
-	if b, ok := s.Sink.(pipeline.Batcher); ok {
-		b.EndBatch()
 	}
 }
 
