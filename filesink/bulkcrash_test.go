@@ -45,17 +45,17 @@ func TestBulkCrashLoopParquet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	format := func(opts bulk.Options) *bulk.ParquetFormat {
-		f, err := bulk.Parquet(schema, opts)
+	format := func(opts ...bulk.Option) *bulk.ParquetFormat {
+		f, err := bulk.Parquet(schema, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return f
 	}
 	jobs := map[string]testjob.Job{
-		"parquet": {Count: 400, Bulk: format(bulk.Options{RowGroupRows: 40}), PartSize: 12 << 10},
+		"parquet": {Count: 400, Bulk: format(bulk.WithRowGroupRows(40)), PartSize: 12 << 10},
 		"parquet-buckets-p2": {Count: 400, Keys: 3, Bucket: "field:key", Parallelism: 2, CheckpointEvery: 150,
-			Bulk: format(bulk.Options{RowGroupRows: 30})},
+			Bulk: format(bulk.WithRowGroupRows(30))},
 	}
 	for name, job := range jobs {
 		t.Run(name, func(t *testing.T) {

@@ -48,15 +48,17 @@ func (f *bulkFlags) format(name string) (filesink.BulkFormat, error) {
 	if err != nil {
 		return nil, usageError("run: --schema %s: %v", f.schema, err)
 	}
-	opts := bulk.Options{Dictionary: bulk.Dictionary(f.dictionary), NoStatistics: !f.stats}
+	opts := []bulk.Option{bulk.WithDictionary(bulk.Dictionary(f.dictionary))}
+	if !f.stats {
+		opts = append(opts, bulk.WithoutStatistics())
+	}
 	if name == "parquet" {
-		opts.Compression = bulk.Compression(f.parquetCompression)
-		switch opts.Compression {
+		switch bulk.Compression(f.parquetCompression) {
 		case bulk.Snappy, bulk.Zstd, bulk.Gzip, bulk.Uncompressed:
 		default:
 			return nil, usageError("run: --parquet-compression %q: want snappy, zstd, gzip or none", f.parquetCompression)
 		}
-		switch opts.Dictionary {
+		switch bulk.Dictionary(f.dictionary) {
 		case bulk.DictAuto, bulk.DictOn, bulk.DictOff:
 		default:
 			return nil, usageError("run: --parquet-dictionary %q: want auto, on or off", f.dictionary)
@@ -65,29 +67,29 @@ func (f *bulkFlags) format(name string) (filesink.BulkFormat, error) {
 		if err != nil || n == 0 {
 			return nil, usageError("run: --parquet-page-size: %v", orPositive(err))
 		}
-		opts.PageBytes = n
+		opts = append(opts, bulk.WithCompression(bulk.Compression(f.parquetCompression)), bulk.WithPageBytes(n))
 	} else {
-		opts.Compression = bulk.Compression(f.arrowCompression)
-		switch opts.Compression {
+		switch bulk.Compression(f.arrowCompression) {
 		case bulk.Uncompressed, bulk.LZ4, bulk.Zstd:
 		default:
 			return nil, usageError("run: --arrow-compression %q: want none, lz4 or zstd", f.arrowCompression)
 		}
+		opts = append(opts, bulk.WithCompression(bulk.Compression(f.arrowCompression)))
 	}
 	if rows, ok := strings.CutSuffix(strings.TrimSpace(f.rowGroupSize), "rows"); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(rows))
 		if err != nil || n <= 0 {
 			return nil, usageError("run: --row-group-size %q: want a positive row count before \"rows\"", f.rowGroupSize)
 		}
-		opts.RowGroupRows, opts.RowGroupBytes = n, -1
+		opts = append(opts, bulk.WithRowGroupRows(n), bulk.WithRowGroupBytes(-1))
 	} else {
 		n, err := filesink.ParseSize(f.rowGroupSize)
 		if err != nil || n == 0 {
 			return nil, usageError("run: --row-group-size: %v", orPositive(err))
 		}
-		opts.RowGroupBytes = n
+		opts = append(opts, bulk.WithRowGroupBytes(n))
 	}
-	bf, err := bulk.NewFormat(name, schema, opts)
+	bf, err := bulk.NewFormat(name, schema, opts...)
 	if err != nil {
 		return nil, usageError("run: --format %s: %v", name, err)
 	}

@@ -324,7 +324,7 @@ func TestXACommand(t *testing.T) {
 
 	// Two subtasks each prepare a branch of checkpoint 1, then "crash".
 	for i := range 2 {
-		s, err := mysqlxa.New(ctx, db.DB, mysqlxa.Config{Table: table, Mode: mysqlxa.Increment, Key: []string{"word"}, Job: job, Subtask: i})
+		s, err := mysqlxa.New(ctx, db.DB, table, mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithKey("word"), mysqlxa.WithJob(job), mysqlxa.WithSubtask(i))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -99,11 +99,10 @@ func (f *mysqlFlags) register(fs *flag.FlagSet) {
 func (f *mysqlFlags) sinks(ctx context.Context, db *sql.DB, mode mysqlxa.Mode, job string, n int, log *slog.Logger) ([]*mysqlxa.Sink, error) {
 	var out []*mysqlxa.Sink
 	for i := range n {
-		s, err := mysqlxa.New(ctx, db, mysqlxa.Config{
-			Table: f.table, Mode: mode, Key: splitList(f.key), Columns: splitList(f.columns),
-			Job: job, Subtask: i, BatchRows: f.batchRows, MarkerTable: f.marker,
-			Logger: log.With("subtask", i),
-		})
+		s, err := mysqlxa.New(ctx, db, f.table,
+			mysqlxa.WithMode(mode), mysqlxa.WithKey(splitList(f.key)...), mysqlxa.WithColumns(splitList(f.columns)...),
+			mysqlxa.WithJob(job), mysqlxa.WithSubtask(i), mysqlxa.WithBatchRows(f.batchRows), mysqlxa.WithMarkerTable(f.marker),
+			mysqlxa.WithLogger(log.With("subtask", i)))
 		if err != nil {
 			for _, s := range out {
 				s.Close()

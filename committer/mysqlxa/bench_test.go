@@ -45,7 +45,7 @@ func reportRows(b *testing.B) {
 func BenchmarkXASink(b *testing.B) {
 	_, db, _ := benchTable(b)
 	ctx := context.Background()
-	s, err := mysqlxa.New(ctx, db, mysqlxa.Config{Table: "bench", Mode: mysqlxa.Insert, Job: "bench", BatchRows: benchBatch})
+	s, err := mysqlxa.New(ctx, db, "bench", mysqlxa.WithMode(mysqlxa.Insert), mysqlxa.WithJob("bench"), mysqlxa.WithBatchRows(benchBatch))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -33,90 +34,139 @@ const (
 	maxPlaceholders = 65535
 )
 
-// Config describes one sink subtask. Job and Table are required.
-type Config struct {
-	// Table is the target table, "name" (in the connection's default
-	// database) or "db.name". It must exist and use a transactional
-	// storage engine with XA support (InnoDB).
-	Table string
-	// Mode is Insert (default), Upsert or Increment.
-	Mode Mode
-	// Key lists the key columns: a record without one of them is an error,
-	// and Upsert and Increment never update them. Default: the table's
-	// primary key. Upsert and Increment need a non-empty key, which should
-	// be a primary or unique key of the table (ON DUPLICATE KEY UPDATE
-	// fires on any unique key).
-	Key []string
-	// Columns lists the columns written (with the key columns). Default:
-	// every column that is neither generated nor AUTO_INCREMENT (unless a
-	// key column). Columns not listed take their default values.
-	Columns []string
-	// Job identifies the job across restarts; with Sink and Subtask it
-	// names every XA branch, so two jobs writing to one server must have
-	// different ids. ASCII letters, digits and ._-/, with Sink at most 50
-	// bytes together.
-	Job string
-	// Sink identifies this sink within the job (default: Table).
-	Sink string
-	// Subtask is this instance's subtask number (>= 0).
-	Subtask int
-	// BatchRows is the number of records per multi-row INSERT (default
-	// 500; lowered so that a statement has at most 65535 placeholders).
-	BatchRows int
-	// BatchBytes flushes a batch earlier when its values exceed this many
-	// bytes (default 4 MiB); keep it well below max_allowed_packet.
-	BatchBytes int
-	// MarkerTable is the table of marker rows, "name" (in Table's
-	// database) or "db.name" (default "filesink_xa_marker"). It is created
-	// if absent.
-	MarkerTable string
-	// ZombieGrace is how long a prepared branch may stay held by another
-	// live session (a previous run's connection that the server has not
-	// dropped yet) before that session is killed (default 2 s).
-	ZombieGrace time.Duration
-	// Logger receives warnings (ignored fields, killed sessions) and
-	// progress (default: discard). Passwords are never logged.
-	Logger *slog.Logger
+// Option configures a Sink: the With* functions of this package, passed
+// to New or Open, which validate them together. An Option is a value that
+// only this package can make. WithJob is required.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is what the table argument and the options set; newConfig
+// validates it once.
+type config struct {
+	table       string
+	mode        Mode
+	key         []string
+	columns     []string
+	job         string
+	sink        string
+	subtask     int
+	batchRows   int
+	batchBytes  int
+	markerTable string
+	zombieGrace time.Duration
+	logger      *slog.Logger
 }
 
-// normalize applies defaults and checks the configuration alone (the
-// table's schema is checked by New).
-func (c *Config) normalize() error {
-	if c.Table == "" {
-		return errors.New("mysqlxa: Config.Table is required")
+// WithMode sets how a record changes the table: Insert (the default),
+// Upsert or Increment.
+func WithMode(m Mode) Option { return optionFunc(func(c *config) { c.mode = m }) }
+
+// WithKey sets the key columns: a record without one of them is an error,
+// and Upsert and Increment never update them. Default: the table's
+// primary key. Upsert and Increment need a non-empty key, which should be
+// a primary or unique key of the table (ON DUPLICATE KEY UPDATE fires on
+// any unique key).
+func WithKey(cols ...string) Option {
+	cols = slices.Clone(cols)
+	return optionFunc(func(c *config) { c.key = cols })
+}
+
+// WithColumns sets the columns written (with the key columns). Default:
+// every column that is neither generated nor AUTO_INCREMENT (unless a key
+// column). Columns not listed take their default values.
+func WithColumns(cols ...string) Option {
+	cols = slices.Clone(cols)
+	return optionFunc(func(c *config) { c.columns = cols })
+}
+
+// WithJob sets the id of the job across restarts (required); with the
+// sink name and the subtask it names every XA branch, so two jobs writing
+// to one server must have different ids. ASCII letters, digits and ._-/,
+// with the sink name at most 50 bytes together.
+func WithJob(id string) Option { return optionFunc(func(c *config) { c.job = id }) }
+
+// WithSink sets the name of this sink within the job (default: the table).
+func WithSink(name string) Option { return optionFunc(func(c *config) { c.sink = name }) }
+
+// WithSubtask sets this instance's subtask number (>= 0; default 0).
+func WithSubtask(n int) Option { return optionFunc(func(c *config) { c.subtask = n }) }
+
+// WithBatchRows sets the number of records per multi-row INSERT (default
+// 500, also for n <= 0; lowered so that a statement has at most 65535
+// placeholders).
+func WithBatchRows(n int) Option { return optionFunc(func(c *config) { c.batchRows = n }) }
+
+// WithBatchBytes flushes a batch earlier when its values exceed n bytes
+// (default 4 MiB, also for n <= 0); keep it well below max_allowed_packet.
+func WithBatchBytes(n int) Option { return optionFunc(func(c *config) { c.batchBytes = n }) }
+
+// WithMarkerTable sets the table of marker rows, "name" (in the target
+// table's database) or "db.name" (default "filesink_xa_marker"). It is
+// created if absent.
+func WithMarkerTable(name string) Option { return optionFunc(func(c *config) { c.markerTable = name }) }
+
+// WithZombieGrace sets how long a prepared branch may stay held by another
+// live session (a previous run's connection that the server has not
+// dropped yet) before that session is killed (default 2 s, also for d <= 0).
+func WithZombieGrace(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.zombieGrace = d })
+}
+
+// WithLogger sets the logger of warnings (ignored fields, killed sessions)
+// and progress (default: discard). Passwords are never logged.
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+
+// newConfig applies opts to the configuration of table, applies the
+// defaults and checks the configuration alone (the table's schema is
+// checked by New); the error joins every problem found.
+func newConfig(table string, opts []Option) (config, error) {
+	c := config{table: table}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
 	}
-	if c.Job == "" {
-		return errors.New("mysqlxa: Config.Job is required")
+	var errs []error
+	if c.table == "" {
+		errs = append(errs, errors.New("mysqlxa: the table is required"))
 	}
-	if c.Mode == "" {
-		c.Mode = Insert
+	if c.job == "" {
+		errs = append(errs, errors.New("mysqlxa: WithJob is required"))
 	}
-	switch c.Mode {
+	if c.mode == "" {
+		c.mode = Insert
+	}
+	switch c.mode {
 	case Insert, Upsert, Increment:
 	default:
-		return fmt.Errorf("mysqlxa: unknown mode %q (want insert, upsert or increment)", c.Mode)
+		errs = append(errs, fmt.Errorf("mysqlxa: unknown mode %q (want insert, upsert or increment)", c.mode))
 	}
-	if c.Sink == "" {
-		c.Sink = c.Table
+	if c.sink == "" {
+		c.sink = c.table
 	}
-	if c.BatchRows <= 0 {
-		c.BatchRows = DefaultBatchRows
+	if c.batchRows <= 0 {
+		c.batchRows = DefaultBatchRows
 	}
-	if c.BatchBytes <= 0 {
-		c.BatchBytes = DefaultBatchBytes
+	if c.batchBytes <= 0 {
+		c.batchBytes = DefaultBatchBytes
 	}
-	if c.MarkerTable == "" {
-		c.MarkerTable = DefaultMarkerTable
+	if c.markerTable == "" {
+		c.markerTable = DefaultMarkerTable
 	}
-	if c.ZombieGrace <= 0 {
-		c.ZombieGrace = DefaultZombieGrace
+	if c.zombieGrace <= 0 {
+		c.zombieGrace = DefaultZombieGrace
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
 	}
-	x := Xid{Job: c.Job, Sink: c.Sink, Subtask: c.Subtask, Checkpoint: ^uint64(0), Nonce: "000000000000", ConnID: ^uint64(0)}
-	if err := x.check(); err != nil {
-		return fmt.Errorf("mysqlxa: %w", err)
+	if c.table != "" && c.job != "" {
+		x := Xid{Job: c.job, Sink: c.sink, Subtask: c.subtask, Checkpoint: ^uint64(0), Nonce: "000000000000", ConnID: ^uint64(0)}
+		if err := x.check(); err != nil {
+			errs = append(errs, fmt.Errorf("mysqlxa: %w", err))
+		}
 	}
-	return nil
+	return c, errors.Join(errs...)
 }

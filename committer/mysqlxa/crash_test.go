@@ -467,8 +467,8 @@ func TestBranchLockRefusesTwin(t *testing.T) {
 	e := newEnv(t, srv)
 	db := srv.Open(t, e.db)
 	ctx := context.Background()
-	a := e.sink(db.DB, e.config())
-	b := e.sink(db.DB, e.config())
+	a := e.sink(db.DB, e.options())
+	b := e.sink(db.DB, e.options())
 	defer a.Close()
 	defer b.Close()
 	for _, s := range []*mysqlxa.Sink{a, b} {

@@ -13,15 +13,15 @@
 // (sql.Conn, autocommit on) and runs XA START with xid
 //
 //	format  FormatID (0x46535841, "FSXA")
-//	gtrid   fsxa1:JOB:SINK:SUBTASK          (Config.Job, Config.Sink, Config.Subtask)
+//	gtrid   fsxa1:JOB:SINK:SUBTASK          (WithJob, WithSink, WithSubtask)
 //	bqual   N:NONCE:CONNID                  (checkpoint, random per run, session id)
 //
 // each part at most 64 bytes, sent as hex literals (X'..',X'..',format).
 // Records are buffered and sent as multi-row INSERTs with placeholders
-// (Config.BatchRows rows, default 500, reusing one prepared statement per
+// (500 rows by default, see WithBatchRows, reusing one prepared statement per
 // connection). Prepare (phase 1) sends the rest, writes a marker row
 // (gtrid, N, nonce, job, sink, subtask, table, rows) into the marker table
-// (Config.MarkerTable, created if absent) in the same branch, then XA END
+// (WithMarkerTable, created if absent) in the same branch, then XA END
 // and XA PREPARE. Its state is {"checkpoint":N,"nonce":...}; its one
 // committable names the xid, the marker row, the table and the session id.
 // A checkpoint without records still prepares a branch holding its marker
@@ -42,7 +42,7 @@
 // prepared branch attached to the session that prepared it until that
 // session ends, so a previous run's connection the server has not dropped
 // yet makes XA COMMIT from any other session fail. The sink waits
-// Config.ZombieGrace, then kills that session (its id is in the xid; only a
+// WithZombieGrace, then kills that session (its id is in the xid; only a
 // session of the same user is killed; ids are not reused while the server
 // runs) and commits. Neither listed nor marked means the branch was rolled
 // back behind the sink's back: a *DataLossError matching

@@ -16,9 +16,8 @@ func ExampleNew() {
 	ctx := context.Background()
 	var db *sql.DB           // sql.Open("mysql", "user:pass@tcp(host:3306)/db")
 	var store recovery.Store // recovery.OpenDir(...)
-	sink, err := mysqlxa.New(ctx, db, mysqlxa.Config{
-		Table: "counters", Mode: mysqlxa.Increment, Job: "wordcount", Subtask: 0,
-	})
+	sink, err := mysqlxa.New(ctx, db, "counters",
+		mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithJob("wordcount"), mysqlxa.WithSubtask(0))
 	if err != nil {
 		log.Fatal(err)
 	}

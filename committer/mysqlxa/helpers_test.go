@@ -83,15 +83,17 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func (e *env) config() mysqlxa.Config {
-	return mysqlxa.Config{Table: e.table, Mode: mysqlxa.Increment, Job: e.job, BatchRows: 5,
-		Columns:     []string{"k", "n", "amount"},
-		ZombieGrace: 200 * time.Millisecond, Logger: testLogger(e.t)}
+// options returns the options of the env's sinks (on e.table); options
+// appended to them override them.
+func (e *env) options() []mysqlxa.Option {
+	return []mysqlxa.Option{mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithJob(e.job), mysqlxa.WithBatchRows(5),
+		mysqlxa.WithColumns("k", "n", "amount"),
+		mysqlxa.WithZombieGrace(200 * time.Millisecond), mysqlxa.WithLogger(testLogger(e.t))}
 }
 
-func (e *env) sink(db *sql.DB, cfg mysqlxa.Config) *mysqlxa.Sink {
+func (e *env) sink(db *sql.DB, opts []mysqlxa.Option) *mysqlxa.Sink {
 	e.t.Helper()
-	s, err := mysqlxa.New(context.Background(), db, cfg)
+	s, err := mysqlxa.New(context.Background(), db, e.table, opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -189,18 +191,15 @@ type job struct {
 }
 
 // start builds sinks (one per subtask; record i goes to subtask
-// i%subtasks) and a coordinator on the env's store, and recovers.
-func (e *env) start(db *mariadbtest.DB, subtasks int, hook func(string) error, edit func(*mysqlxa.Config)) (*job, error) {
+// i%subtasks) and a coordinator on the env's store, and recovers. extra
+// options override the env's.
+func (e *env) start(db *mariadbtest.DB, subtasks int, hook func(string) error, extra []mysqlxa.Option) (*job, error) {
 	e.t.Helper()
 	j := &job{e: e, db: db}
 	parts := make([]committer.Participant, subtasks)
 	for i := range subtasks {
-		cfg := e.config()
-		cfg.Subtask = i
-		if edit != nil {
-			edit(&cfg)
-		}
-		s := e.sink(db.DB, cfg)
+		opts := append(e.options(), mysqlxa.WithSubtask(i))
+		s := e.sink(db.DB, append(opts, extra...))
 		j.sinks = append(j.sinks, s)
 		parts[i] = s
 	}

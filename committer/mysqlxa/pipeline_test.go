@@ -30,8 +30,8 @@ func TestPipelineIncrement(t *testing.T) {
 	}
 	run := func(hook func(string) error) (pipeline.Result, error) {
 		db := srv.Open(t, e.db)
-		s, err := mysqlxa.New(context.Background(), db.DB, mysqlxa.Config{Table: "sums", Mode: mysqlxa.Increment, Job: e.job,
-			BatchRows: 50, ZombieGrace: 100e6, Logger: testLogger(t)})
+		s, err := mysqlxa.New(context.Background(), db.DB, "sums", mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithJob(e.job),
+			mysqlxa.WithBatchRows(50), mysqlxa.WithZombieGrace(100e6), mysqlxa.WithLogger(testLogger(t)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -103,7 +103,7 @@ func (s *Sink) own(ctx context.Context) ([]Xid, error) {
 	}
 	var out []Xid
 	for _, x := range all {
-		if x.Job == s.cfg.Job && x.Sink == s.cfg.Sink && x.Subtask == s.cfg.Subtask {
+		if x.Job == s.cfg.job && x.Sink == s.cfg.sink && x.Subtask == s.cfg.subtask {
 			out = append(out, x)
 		}
 	}
@@ -165,7 +165,7 @@ func (s *Sink) resolve(ctx context.Context, x Xid, commit bool) error {
 		}
 		// Listed but unknown to XA COMMIT/ROLLBACK: a live session holds it.
 		switch {
-		case killedAt.IsZero() && time.Since(start) >= s.cfg.ZombieGrace:
+		case killedAt.IsZero() && time.Since(start) >= s.cfg.zombieGrace:
 			if err := s.kill(ctx, x); err != nil {
 				return fmt.Errorf("XA %s %s: the branch is held by live session %d: %w", verb, x, x.ConnID, err)
 			}

@@ -59,14 +59,14 @@ func splitName(s, defaultDB string) (db, name string) {
 
 // loadTable reads the table's columns from information_schema and checks
 // cfg against them.
-func loadTable(ctx context.Context, db *sql.DB, cfg *Config) (*table, error) {
+func loadTable(ctx context.Context, db *sql.DB, cfg *config) (*table, error) {
 	var current sql.NullString
 	if err := db.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&current); err != nil {
 		return nil, fmt.Errorf("mysqlxa: %w", err)
 	}
-	schema, name := splitName(cfg.Table, current.String)
+	schema, name := splitName(cfg.table, current.String)
 	if schema == "" {
-		return nil, fmt.Errorf("mysqlxa: table %q has no database: name it db.table or connect with a default database", cfg.Table)
+		return nil, fmt.Errorf("mysqlxa: table %q has no database: name it db.table or connect with a default database", cfg.table)
 	}
 	t := &table{schema: schema, name: name, display: schema + "." + name,
 		quoted: quoteIdent(schema) + "." + quoteIdent(name), index: map[string]int{}}
@@ -80,7 +80,7 @@ func loadTable(ctx context.Context, db *sql.DB, cfg *Config) (*table, error) {
 	if err := t.chooseColumns(cfg, all); err != nil {
 		return nil, err
 	}
-	if err := t.statements(cfg.Mode); err != nil {
+	if err := t.statements(cfg.mode); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -137,12 +137,12 @@ func (t *table) readColumns(ctx context.Context, db *sql.DB) ([]columnInfo, erro
 
 // chooseColumns sets the columns written and the key columns from cfg (by
 // default every non-generated column and the primary key).
-func (t *table) chooseColumns(cfg *Config, all []columnInfo) error {
+func (t *table) chooseColumns(cfg *config, all []columnInfo) error {
 	byName := map[string]int{}
 	for i, c := range all {
 		byName[c.col.name] = i
 	}
-	key := cfg.Key
+	key := cfg.key
 	if len(key) == 0 {
 		for _, c := range all {
 			if c.pk {
@@ -150,12 +150,12 @@ func (t *table) chooseColumns(cfg *Config, all []columnInfo) error {
 			}
 		}
 	}
-	if len(key) == 0 && cfg.Mode != Insert {
-		return fmt.Errorf("mysqlxa: table %s has no primary key: mode %s needs Config.Key", t.display, cfg.Mode)
+	if len(key) == 0 && cfg.mode != Insert {
+		return fmt.Errorf("mysqlxa: table %s has no primary key: mode %s needs WithKey", t.display, cfg.mode)
 	}
 	var want []string
-	if len(cfg.Columns) > 0 {
-		want = append(want, cfg.Columns...)
+	if len(cfg.columns) > 0 {
+		want = append(want, cfg.columns...)
 		for _, k := range key {
 			if !slices.Contains(want, k) {
 				want = append(want, k)
@@ -176,7 +176,7 @@ func (t *table) chooseColumns(cfg *Config, all []columnInfo) error {
 		case all[i].gen:
 			return fmt.Errorf("mysqlxa: column %s of table %s is generated and cannot be written", n, t.display)
 		case all[i].bad:
-			return fmt.Errorf("mysqlxa: column %s of table %s has type %s, which this sink cannot write (leave it out of Config.Columns)", n, t.display, all[i].dataType)
+			return fmt.Errorf("mysqlxa: column %s of table %s has type %s, which this sink cannot write (leave it out of WithColumns)", n, t.display, all[i].dataType)
 		}
 		if _, dup := t.index[n]; dup {
 			return fmt.Errorf("mysqlxa: column %s listed twice for table %s", n, t.display)
@@ -215,7 +215,7 @@ func (t *table) statements(mode Mode) error {
 			updates = append(updates, q+" = VALUES("+q+")")
 		case Increment:
 			if c.kind != kInt && c.kind != kUint && c.kind != kFloat && c.kind != kDecimal {
-				return fmt.Errorf("mysqlxa: mode increment adds to every non-key column, and column %s of table %s is not numeric (leave it out of Config.Columns or make it a key)", c.name, t.display)
+				return fmt.Errorf("mysqlxa: mode increment adds to every non-key column, and column %s of table %s is not numeric (leave it out of WithColumns or make it a key)", c.name, t.display)
 			}
 			updates = append(updates, q+" = "+q+" + VALUES("+q+")")
 		}

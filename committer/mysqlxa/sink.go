@@ -51,7 +51,7 @@ type Sink struct {
 	committer.NopPostCommit
 	db    *sql.DB
 	ownDB bool
-	cfg   Config
+	cfg   config
 	log   *slog.Logger
 	tbl   *table
 	mark  marker
@@ -111,29 +111,33 @@ type state struct {
 	Nonce      string `json:"nonce"`
 }
 
-// New returns the Sink of cfg.Subtask over db, after reading the table's
-// schema and creating the marker table if absent (outside any XA branch).
-// The Sink does not close db. A nil error means the configuration fits the
-// table. Restore must be called before Write or Prepare (the coordinator's
-// Recover does).
-func New(ctx context.Context, db *sql.DB, cfg Config) (*Sink, error) {
+// New returns the Sink of one subtask (WithSubtask) writing to table over
+// db, after validating the options together, reading the table's schema
+// and creating the marker table if absent (outside any XA branch). table
+// is "name" (in the connection's default database) or "db.name"; it must
+// exist and use a transactional storage engine with XA support (InnoDB).
+// WithJob is required. The Sink does not close db. A nil error means the
+// configuration fits the table. Restore must be called before Write or
+// Prepare (the coordinator's Recover does).
+func New(ctx context.Context, db *sql.DB, table string, opts ...Option) (*Sink, error) {
 	if db == nil {
 		return nil, errors.New("mysqlxa: nil *sql.DB")
 	}
-	if err := cfg.normalize(); err != nil {
+	cfg, err := newConfig(table, opts)
+	if err != nil {
 		return nil, err
 	}
 	t, err := loadTable(ctx, db, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	mk, err := ensureMarker(ctx, db, cfg.MarkerTable, t.schema)
+	mk, err := ensureMarker(ctx, db, cfg.markerTable, t.schema)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{db: db, cfg: cfg, log: cfg.Logger.With("sink", "mysqlxa", "table", t.display, "subtask", cfg.Subtask),
+	s := &Sink{db: db, cfg: cfg, log: cfg.logger.With("sink", "mysqlxa", "table", t.display, "subtask", cfg.subtask),
 		tbl: t, mark: mk, held: map[string]*pconn{}, ignored: map[string]bool{}}
-	s.batch = min(cfg.BatchRows, maxPlaceholders/len(t.cols))
+	s.batch = min(cfg.batchRows, maxPlaceholders/len(t.cols))
 	s.vals = make([][]byte, len(t.cols))
 	sum := sha256.Sum256([]byte(s.xid(0, 0).Gtrid()))
 	s.lockName = "fsxa:" + hex.EncodeToString(sum[:20]) // at most 64 characters
@@ -144,7 +148,7 @@ func New(ctx context.Context, db *sql.DB, cfg Config) (*Sink, error) {
 // Open is New over a pool it opens from dsn (a go-sql-driver DSN, parsed
 // with mysql.ParseDSN) and closes in Close. Errors never contain the
 // password.
-func Open(ctx context.Context, dsn string, cfg Config) (*Sink, error) {
+func Open(ctx context.Context, dsn, table string, opts ...Option) (*Sink, error) {
 	mc, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, errors.New("mysqlxa: invalid DSN (not shown: it may contain a password)")
@@ -154,7 +158,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("mysqlxa: DSN %s: %v", RedactDSN(dsn), err)
 	}
 	db := sql.OpenDB(conn)
-	s, err := New(ctx, db, cfg)
+	s, err := New(ctx, db, table, opts...)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -183,7 +187,7 @@ func newNonce() string {
 }
 
 // Name implements committer.Participant: "mysqlxa/<subtask>".
-func (s *Sink) Name() string { return "mysqlxa/" + strconv.Itoa(s.cfg.Subtask) }
+func (s *Sink) Name() string { return "mysqlxa/" + strconv.Itoa(s.cfg.subtask) }
 
 // Stats returns the sink's running totals.
 func (s *Sink) Stats() *Stats { return &s.stats }
@@ -205,7 +209,7 @@ func (s *Sink) EndBatch() {}
 func (s *Sink) Table() string { return s.tbl.display }
 
 func (s *Sink) xid(checkpoint, connID uint64) Xid {
-	return Xid{Job: s.cfg.Job, Sink: s.cfg.Sink, Subtask: s.cfg.Subtask, Checkpoint: checkpoint, Nonce: s.nonce, ConnID: connID}
+	return Xid{Job: s.cfg.job, Sink: s.cfg.sink, Subtask: s.cfg.subtask, Checkpoint: checkpoint, Nonce: s.nonce, ConnID: connID}
 }
 
 // Write buffers record, a JSON object whose fields name columns, and sends
@@ -258,13 +262,13 @@ func (s *Sink) Write(ctx context.Context, record []byte, origin source.Origin) e
 		case c.key:
 			s.args = s.args[:n0]
 			return &RecordError{Origin: origin, Table: s.tbl.display, Column: c.name, Reason: "missing key column"}
-		case s.cfg.Mode == Increment:
+		case s.cfg.mode == Increment:
 			v = int64(0)
 		case c.nullable:
 			v = nil
 		default:
 			s.args = s.args[:n0]
-			return &RecordError{Origin: origin, Table: s.tbl.display, Column: c.name, Reason: "missing, and the column is NOT NULL (list the columns to write in Config.Columns to let the others take their defaults)"}
+			return &RecordError{Origin: origin, Table: s.tbl.display, Column: c.name, Reason: "missing, and the column is NOT NULL (list the columns to write in WithColumns to let the others take their defaults)"}
 		}
 		size += len(raw) + 2
 		s.args = append(s.args, v)
@@ -358,7 +362,7 @@ func (s *Sink) begin(ctx context.Context) error {
 	if err := pc.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", s.lockName).Scan(&got); err != nil || got.Int64 != 1 {
 		discard(pc)
 		if err == nil {
-			err = fmt.Errorf("another session holds the branch lock %s of job %s, sink %s, subtask %d: does the job run twice?", s.lockName, s.cfg.Job, s.cfg.Sink, s.cfg.Subtask)
+			err = fmt.Errorf("another session holds the branch lock %s of job %s, sink %s, subtask %d: does the job run twice?", s.lockName, s.cfg.job, s.cfg.sink, s.cfg.subtask)
 		}
 		return s.fail(fmt.Errorf("mysqlxa: table %s: branch %s: %w", s.tbl.display, x, err))
 	}
@@ -380,7 +384,7 @@ func (s *Sink) flush(ctx context.Context) error {
 	row := 0
 	for row < s.rows {
 		n, size := 0, 0
-		for row+n < s.rows && n < s.batch && (n == 0 || size+s.rowBytes[row+n] <= s.cfg.BatchBytes) {
+		for row+n < s.rows && n < s.batch && (n == 0 || size+s.rowBytes[row+n] <= s.cfg.batchBytes) {
 			size += s.rowBytes[row+n]
 			n++
 		}
@@ -425,9 +429,9 @@ func (s *Sink) reset() {
 // buffered that way; beyond, they are sent anyway.
 func (s *Sink) full() bool {
 	if len(s.held) > 0 {
-		return s.rows >= deferFactor*s.batch || s.bytes >= deferFactor*s.cfg.BatchBytes
+		return s.rows >= deferFactor*s.batch || s.bytes >= deferFactor*s.cfg.batchBytes
 	}
-	return s.rows >= s.batch || s.bytes >= s.cfg.BatchBytes
+	return s.rows >= s.batch || s.bytes >= s.cfg.batchBytes
 }
 
 // Prepare implements committer.Participant: see prepare;
@@ -481,7 +485,7 @@ func (s *Sink) prepare(ctx context.Context, id uint64, final bool) (committer.Sn
 			return committer.Snapshot{}, step("deleting old marker rows", err)
 		}
 	}
-	if _, err := br.pc.conn.ExecContext(ctx, s.mark.insertSQL, x.Gtrid(), id, s.nonce, s.cfg.Job, s.cfg.Sink, s.cfg.Subtask, s.tbl.display, br.rows); err != nil {
+	if _, err := br.pc.conn.ExecContext(ctx, s.mark.insertSQL, x.Gtrid(), id, s.nonce, s.cfg.job, s.cfg.sink, s.cfg.subtask, s.tbl.display, br.rows); err != nil {
 		return committer.Snapshot{}, step("marker row", err)
 	}
 	if _, err := br.pc.conn.ExecContext(ctx, "XA END "+x.SQL()); err != nil {
@@ -529,8 +533,8 @@ func (s *Sink) decodeCommittable(data json.RawMessage) (committable, Xid, error)
 	if !ok || x.Checkpoint != c.Checkpoint {
 		return c, Xid{}, committer.Permanent(fmt.Errorf("mysqlxa: committable %s names no branch of a filesink MySQL sink", data))
 	}
-	if x.Job != s.cfg.Job || x.Sink != s.cfg.Sink || x.Subtask != s.cfg.Subtask {
-		return c, Xid{}, committer.Permanent(fmt.Errorf("mysqlxa: committable of branch %s does not belong to job %s, sink %s, subtask %d", x, s.cfg.Job, s.cfg.Sink, s.cfg.Subtask))
+	if x.Job != s.cfg.job || x.Sink != s.cfg.sink || x.Subtask != s.cfg.subtask {
+		return c, Xid{}, committer.Permanent(fmt.Errorf("mysqlxa: committable of branch %s does not belong to job %s, sink %s, subtask %d", x, s.cfg.job, s.cfg.sink, s.cfg.subtask))
 	}
 	return c, x, nil
 }
@@ -546,7 +550,7 @@ func (s *Sink) decodeCommittable(data json.RawMessage) (committable, Xid, error)
 //   - XAER_NOTA while XA RECOVER lists the branch: a live session, left
 //     from a previous run whose connection the server has not dropped
 //     yet, still holds it (MariaDB keeps a prepared branch attached to its
-//     session). Commit waits Config.ZombieGrace, then kills that session
+//     session). Commit waits WithZombieGrace, then kills that session
 //     (its id is in the xid; only a session of the same user is killed)
 //     and commits;
 //   - neither listed nor marked: a *DataLossError (matching

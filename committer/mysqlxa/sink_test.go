@@ -72,10 +72,8 @@ func TestUpsertAndInsert(t *testing.T) {
 	ctx := context.Background()
 	db := srv.Open(t, e.db)
 	write := func(mode mysqlxa.Mode, recs ...string) error {
-		cfg := e.config()
-		cfg.Mode = mode
-		cfg.Columns = nil // every column
-		j, err := e.start(db, 1, nil, func(c *mysqlxa.Config) { *c = cfg })
+		// every column
+		j, err := e.start(db, 1, nil, []mysqlxa.Option{mysqlxa.WithMode(mode), mysqlxa.WithColumns()})
 		if err != nil {
 			return err
 		}
@@ -222,26 +220,28 @@ func TestConfigErrors(t *testing.T) {
 	e.exec("CREATE TABLE " + e.db + ".myisam (a INT PRIMARY KEY) ENGINE=MyISAM")
 	ctx := context.Background()
 	for _, c := range []struct {
-		cfg  mysqlxa.Config
-		want string
+		name  string
+		table string
+		opts  []mysqlxa.Option
+		want  string
 	}{
-		{mysqlxa.Config{Table: e.table}, "Job is required"},
-		{mysqlxa.Config{Table: e.db + ".missing", Job: "j"}, "does not exist"},
-		{mysqlxa.Config{Table: e.db + ".myisam", Job: "j"}, "MyISAM"},
-		{mysqlxa.Config{Table: e.db + ".nokey", Job: "j", Mode: mysqlxa.Upsert}, "no primary key"},
-		{mysqlxa.Config{Table: e.table, Job: "j", Mode: mysqlxa.Increment}, "not numeric"},
-		{mysqlxa.Config{Table: e.table, Job: "j", Columns: []string{"k", "nope"}}, "no column"},
-		{mysqlxa.Config{Table: e.table, Job: "j", Mode: "merge"}, "unknown mode"},
-		{mysqlxa.Config{Table: e.table, Job: "j k"}, "job id"},
-		{mysqlxa.Config{Table: e.table, Job: strings.Repeat("j", 60)}, "longer than 64"},
+		{"no job", e.table, nil, "Job is required"},
+		{"missing", e.db + ".missing", []mysqlxa.Option{mysqlxa.WithJob("j")}, "does not exist"},
+		{"myisam", e.db + ".myisam", []mysqlxa.Option{mysqlxa.WithJob("j")}, "MyISAM"},
+		{"upsert nokey", e.db + ".nokey", []mysqlxa.Option{mysqlxa.WithJob("j"), mysqlxa.WithMode(mysqlxa.Upsert)}, "no primary key"},
+		{"increment text", e.table, []mysqlxa.Option{mysqlxa.WithJob("j"), mysqlxa.WithMode(mysqlxa.Increment)}, "not numeric"},
+		{"unknown column", e.table, []mysqlxa.Option{mysqlxa.WithJob("j"), mysqlxa.WithColumns("k", "nope")}, "no column"},
+		{"unknown mode", e.table, []mysqlxa.Option{mysqlxa.WithJob("j"), mysqlxa.WithMode("merge")}, "unknown mode"},
+		{"bad job id", e.table, []mysqlxa.Option{mysqlxa.WithJob("j k")}, "job id"},
+		{"long job id", e.table, []mysqlxa.Option{mysqlxa.WithJob(strings.Repeat("j", 60))}, "longer than 64"},
 	} {
-		_, err := mysqlxa.New(ctx, e.admin, c.cfg)
+		_, err := mysqlxa.New(ctx, e.admin, c.table, c.opts...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("New(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
+			t.Errorf("New %s (table %s) = %v, want an error containing %q", c.name, c.table, err, c.want)
 		}
 	}
 	// Increment over the numeric columns only is fine.
-	if _, err := mysqlxa.New(ctx, e.admin, mysqlxa.Config{Table: e.table, Job: "j", Mode: mysqlxa.Increment, Columns: []string{"n", "amount"}}); err != nil {
+	if _, err := mysqlxa.New(ctx, e.admin, e.table, mysqlxa.WithJob("j"), mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithColumns("n", "amount")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -251,14 +251,14 @@ func TestOpenHidesPassword(t *testing.T) {
 	srv := mariadbtest.Shared(t)
 	cfg := srv.Config("test")
 	cfg.Passwd = "hunter2-secret"
-	_, err := mysqlxa.Open(context.Background(), cfg.FormatDSN(), mysqlxa.Config{Table: "counters", Job: "j"})
+	_, err := mysqlxa.Open(context.Background(), cfg.FormatDSN(), "counters", mysqlxa.WithJob("j"))
 	if err == nil {
 		t.Fatal("wrong password accepted")
 	}
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error shows the password: %v", err)
 	}
-	if _, err := mysqlxa.Open(context.Background(), "root:hunter2-secret@bad((", mysqlxa.Config{Table: "t", Job: "j"}); err == nil || strings.Contains(err.Error(), "hunter2") {
+	if _, err := mysqlxa.Open(context.Background(), "root:hunter2-secret@bad((", "t", mysqlxa.WithJob("j")); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("bad DSN: %v", err)
 	}
 }

@@ -119,10 +119,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := createTable(ctx, db, cfg.Table); err != nil {
 		return res, err
 	}
-	out, err := mysqlxa.New(ctx, db, mysqlxa.Config{
-		Table: cfg.Table, Mode: mysqlxa.Increment, Key: []string{"word"},
-		Job: cfg.Job, Sink: "wordcount", Logger: log,
-	})
+	out, err := mysqlxa.New(ctx, db, cfg.Table,
+		mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithKey("word"),
+		mysqlxa.WithJob(cfg.Job), mysqlxa.WithSink("wordcount"), mysqlxa.WithLogger(log))
 	if err != nil {
 		return res, err
 	}

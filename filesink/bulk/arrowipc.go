@@ -1,6 +1,7 @@
 package bulk
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -13,7 +14,7 @@ import (
 // (its writers are not).
 type ArrowFormat struct {
 	schema *Schema
-	opts   Options
+	opts   config
 	ipcOpt []ipc.Option
 }
 
@@ -22,25 +23,26 @@ var _ filesink.BulkFormat = (*ArrowFormat)(nil)
 // ArrowIPC returns the Arrow IPC file format for records of schema.
 // Compression is Uncompressed (the default), LZ4 or Zstd (buffer
 // compression, which every Arrow reader since 2.0 understands); a row
-// group is one record batch. Dictionary, PageBytes and NoStatistics are
-// ignored.
-func ArrowIPC(schema *Schema, opts Options) (*ArrowFormat, error) {
+// group is one record batch. WithDictionary, WithPageBytes and
+// WithoutStatistics are ignored. The options are validated together; the
+// error joins every invalid one.
+func ArrowIPC(schema *Schema, opts ...Option) (*ArrowFormat, error) {
 	if schema == nil {
 		return nil, errNoSchema
 	}
-	opts, err := opts.validate()
-	if err != nil {
-		return nil, err
-	}
-	f := &ArrowFormat{schema: schema, opts: opts}
-	switch opts.Compression {
+	cfg, err := newConfig(opts)
+	f := &ArrowFormat{schema: schema, opts: cfg}
+	switch cfg.compression {
 	case "", Uncompressed:
 	case LZ4:
 		f.ipcOpt = append(f.ipcOpt, ipc.WithLZ4())
 	case Zstd:
 		f.ipcOpt = append(f.ipcOpt, ipc.WithZstd())
 	default:
-		return nil, fmt.Errorf("bulk: Arrow IPC compression %q is not one of none, lz4, zstd", opts.Compression)
+		err = errors.Join(err, fmt.Errorf("bulk: Arrow IPC compression %q is not one of none, lz4, zstd", cfg.compression))
+	}
+	if err != nil {
+		return nil, err
 	}
 	return f, nil
 }

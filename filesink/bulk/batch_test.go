@@ -49,9 +49,9 @@ func TestWriteBatch(t *testing.T) {
 			var format filesink.BulkFormat
 			var err error
 			if name == "parquet" {
-				format, err = Parquet(s, Options{Compression: Snappy, RowGroupRows: 1000})
+				format, err = Parquet(s, WithCompression(Snappy), WithRowGroupRows(1000))
 			} else {
-				format, err = ArrowIPC(s, Options{RowGroupRows: 1000})
+				format, err = ArrowIPC(s, WithRowGroupRows(1000))
 			}
 			if err != nil {
 				t.Fatal(err)

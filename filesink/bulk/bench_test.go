@@ -152,7 +152,7 @@ func BenchmarkEncode(b *testing.B) {
 	// (1) Our JSON -> Arrow -> pqarrow encoder alone, to memory.
 	for _, dict := range []Dictionary{DictAuto, DictOn, DictOff} {
 		b.Run("json-pqarrow/dict="+string(dict), func(b *testing.B) {
-			f, err := Parquet(schema, Options{Dictionary: dict})
+			f, err := Parquet(schema, WithDictionary(dict))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -195,7 +195,7 @@ func BenchmarkEncode(b *testing.B) {
 	batches := batchesOf(b, schema, d.lines, 65536)
 	for _, dict := range []Dictionary{DictAuto, DictOff} {
 		b.Run("arrow-pqarrow/dict="+string(dict), func(b *testing.B) {
-			f, _ := Parquet(schema, Options{Dictionary: dict})
+			f, _ := Parquet(schema, WithDictionary(dict))
 			var out countWriter
 			for i := 0; i < b.N; i++ {
 				out.n = 0
@@ -214,7 +214,7 @@ func BenchmarkEncode(b *testing.B) {
 	}
 
 	b.Run("json-arrow-ipc", func(b *testing.B) {
-		f, _ := ArrowIPC(schema, Options{})
+		f, _ := ArrowIPC(schema)
 		var out countWriter
 		for i := 0; i < b.N; i++ {
 			out.n = 0

@@ -125,7 +125,7 @@ func TestParquetRoundTrip(t *testing.T) {
 	for _, comp := range []Compression{"", Snappy, Zstd, Gzip, Uncompressed} {
 		for _, dict := range []Dictionary{DictAuto, DictOn, DictOff} {
 			t.Run(fmt.Sprintf("%s/%s", comp, dict), func(t *testing.T) {
-				f, err := Parquet(s, Options{Compression: comp, Dictionary: dict})
+				f, err := Parquet(s, WithCompression(comp), WithDictionary(dict))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -153,7 +153,7 @@ func TestArrowIPCRoundTrip(t *testing.T) {
 	want := expectRows(t, s, recs)
 	for _, comp := range []Compression{"", Uncompressed, LZ4, Zstd} {
 		t.Run(string(comp), func(t *testing.T) {
-			f, err := ArrowIPC(s, Options{Compression: comp})
+			f, err := ArrowIPC(s, WithCompression(comp))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,12 +173,12 @@ func TestArrowIPCRoundTrip(t *testing.T) {
 
 func TestEmptyFiles(t *testing.T) {
 	s := loadSchema(t, "all_types.json")
-	pf, _ := Parquet(s, Options{})
+	pf, _ := Parquet(s)
 	got, groups := readParquet(t, s, writeAll(t, pf, nil, 0))
 	if len(got) != 0 || groups != 0 {
 		t.Errorf("empty Parquet file has %d batches, %d row groups", len(got), groups)
 	}
-	af, _ := ArrowIPC(s, Options{})
+	af, _ := ArrowIPC(s)
 	if got := readArrowIPC(t, writeAll(t, af, nil, 0)); len(got) != 0 {
 		t.Errorf("empty Arrow file has %d batches", len(got))
 	}
@@ -232,7 +232,7 @@ func TestBadRecords(t *testing.T) {
 		{`{"id":01}`, "", "invalid JSON"},
 	} {
 		for _, name := range []string{"parquet", "arrow"} {
-			f, err := NewFormat(name, s, Options{})
+			f, err := NewFormat(name, s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -272,7 +272,7 @@ func TestBadRecords(t *testing.T) {
 func TestFlushRowGroupsAndBuffered(t *testing.T) {
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(3000, 3)
-	f, _ := Parquet(s, Options{})
+	f, _ := Parquet(s)
 	var buf bytes.Buffer
 	w, _ := f.NewParquetWriter(&buf)
 	if w.Buffered() != 0 {
@@ -326,13 +326,13 @@ func TestFlushRowGroupsAndBuffered(t *testing.T) {
 func TestRowGroupSizeOptions(t *testing.T) {
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(1000, 4)
-	f, _ := Parquet(s, Options{RowGroupRows: 300})
+	f, _ := Parquet(s, WithRowGroupRows(300))
 	got, groups := readParquet(t, s, writeAll(t, f, recs, 0))
 	if groups != 4 {
 		t.Errorf("RowGroupRows 300: %d row groups for 1000 rows, want 4", groups)
 	}
 	release(got)
-	f, _ = Parquet(s, Options{RowGroupBytes: 64 << 10})
+	f, _ = Parquet(s, WithRowGroupBytes(64<<10))
 	got, groups = readParquet(t, s, writeAll(t, f, recs, 0))
 	if groups < 3 {
 		t.Errorf("RowGroupBytes 64 KiB: %d row groups", groups)
@@ -347,7 +347,7 @@ func TestDictionaryAuto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ := Parquet(s, Options{})
+	f, _ := Parquet(s)
 	var buf bytes.Buffer
 	w, _ := f.NewParquetWriter(&buf)
 	for i := 0; i < 5000; i++ {
@@ -386,7 +386,7 @@ func TestAddArrow(t *testing.T) {
 	other := array.NewRecord(arrow.NewSchema(s.Arrow().Fields()[:1], nil), []arrow.Array{batch.Column(0)}, batch.NumRows())
 	defer other.Release()
 	for _, name := range []string{"parquet", "arrow"} {
-		f, _ := NewFormat(name, s, Options{})
+		f, _ := NewFormat(name, s)
 		var buf bytes.Buffer
 		w, _ := f.NewWriter(&buf)
 		aw := w.(interface{ AddArrow(arrow.Record) error })
@@ -430,7 +430,7 @@ func TestAddArrowNullInRequired(t *testing.T) {
 	b.AppendNull()
 	col := b.NewArray()
 	rec := array.NewRecord(s.Arrow(), []arrow.Array{col}, 1)
-	f, _ := Parquet(s, Options{})
+	f, _ := Parquet(s)
 	w, _ := f.NewParquetWriter(&bytes.Buffer{})
 	var fe *FieldError
 	if err := w.AddArrow(rec); !errors.As(err, &fe) || fe.Field != "id" {
@@ -451,7 +451,7 @@ func TestRowGroupsStayWholeWithReserve(t *testing.T) {
 	}
 	d := makeBenchData(20000)
 	for _, limit := range []int64{64 << 10, 256 << 10, 1 << 20} {
-		f, _ := Parquet(s, Options{RowGroupBytes: limit})
+		f, _ := Parquet(s, WithRowGroupBytes(limit))
 		var buf bytes.Buffer
 		w, _ := f.NewParquetWriter(&buf)
 		for _, l := range d.lines {
@@ -490,7 +490,7 @@ func TestRowGroupsStayWholeWithReserve(t *testing.T) {
 	}
 }
 
-// TestPageBytes checks that Options.PageBytes (and its default) sets the
+// TestPageBytes checks that WithPageBytes (and its default) sets the
 // size at which a Parquet column's data pages are cut, that the rows read
 // back whatever the size, and that a negative size is refused.
 func TestPageBytes(t *testing.T) {
@@ -502,10 +502,9 @@ func TestPageBytes(t *testing.T) {
 	// pages returns the data pages of the column "note" (long, distinct
 	// strings: plain encoded) in the file's one row group, and the
 	// column's uncompressed bytes.
-	pages := func(opts Options) (int, int64) {
+	pages := func(pageBytes int64) (int, int64) {
 		t.Helper()
-		opts.RowGroupRows = len(d.lines)
-		f, err := Parquet(s, opts)
+		f, err := Parquet(s, WithPageBytes(pageBytes), WithRowGroupRows(len(d.lines)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -550,16 +549,16 @@ func TestPageBytes(t *testing.T) {
 	// A page is cut when a batch of 1,024 values takes it past the size.
 	const batch = 1024 * 64
 	for _, size := range []int64{16 << 10, DefaultPageBytes, 1 << 20} {
-		opts := Options{PageBytes: size}
+		pageBytes := size
 		if size == DefaultPageBytes {
-			opts.PageBytes = 0
+			pageBytes = 0
 		}
-		n, total := pages(opts)
+		n, total := pages(pageBytes)
 		if lo, hi := total/(size+batch), total/size+1; int64(n) < lo || int64(n) > hi {
-			t.Errorf("PageBytes %d: %d data pages for %d bytes, want %d to %d", opts.PageBytes, n, total, lo, hi)
+			t.Errorf("PageBytes %d: %d data pages for %d bytes, want %d to %d", pageBytes, n, total, lo, hi)
 		}
 	}
-	if _, err := Parquet(s, Options{PageBytes: -1}); err == nil {
+	if _, err := Parquet(s, WithPageBytes(-1)); err == nil {
 		t.Error("PageBytes -1: no error")
 	}
 }

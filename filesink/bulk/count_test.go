@@ -15,7 +15,7 @@ func TestCountRecordsBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"parquet", "arrow"} {
-		bf, err := bulk.NewFormat(name, schema, bulk.Options{RowGroupRows: 7, RowGroupBytes: -1})
+		bf, err := bulk.NewFormat(name, schema, bulk.WithRowGroupRows(7), bulk.WithRowGroupBytes(-1))
 		if err != nil {
 			t.Fatal(err)
 		}

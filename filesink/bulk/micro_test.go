@@ -32,7 +32,7 @@ func BenchmarkConvert(b *testing.B) {
 func BenchmarkRowBuffer(b *testing.B) {
 	d := makeBenchData(1000)
 	s, _ := ParseSchema([]byte(benchSchemaDoc))
-	opts, _ := Options{RowGroupRows: 65536}.validate()
+	opts, _ := newConfig([]Option{WithRowGroupRows(65536)})
 	r := newRowBuffer(s, opts)
 	defer r.release()
 	b.SetBytes(int64(len(d.jsonl) / len(d.lines)))

@@ -1,6 +1,7 @@
 package bulk
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -33,83 +34,116 @@ const (
 	DictOff  Dictionary = "off"
 )
 
-// DefaultRowGroupBytes is the row group size when neither RowGroupRows nor
-// RowGroupBytes is set: the memory of the Arrow builders of one row group.
+// DefaultRowGroupBytes is the row group size when neither WithRowGroupRows
+// nor WithRowGroupBytes sets one: the memory of the Arrow builders of one row group.
 // A quarter of filesink.DefaultBufferBudget, so that a busy bucket's two
 // row groups (one being encoded while the next is built) and its buffers
 // fit in the default budget: larger row groups make the filesink.Writer
 // flush them, on the caller's goroutine, to stay within it.
 const DefaultRowGroupBytes = filesink.DefaultBufferBudget / 4
 
-// DefaultPageBytes is the Parquet data page size when Options.PageBytes
-// is 0. Smaller than parquet-mr's 1 MiB: Arrow's encoders grow each page's
+// DefaultPageBytes is the Parquet data page size unless WithPageBytes
+// sets one. Smaller than parquet-mr's 1 MiB: Arrow's encoders grow each page's
 // buffer by doubling and zero it when the page is done, and with 64 KiB
 // pages that work stays in the CPU's cache. On the benchmark of
 // BENCHMARKS.md the encoder is 7-9% faster than with 1 MiB pages, and the
 // file 0.1% larger (one page header per 64 KiB).
 const DefaultPageBytes = 64 << 10
 
-// Options configure a bulk format. The zero value is valid: Snappy for
-// Parquet (no compression for Arrow IPC), row groups of
-// DefaultRowGroupBytes, pages of DefaultPageBytes, automatic dictionaries,
-// statistics on.
-type Options struct {
-	// Compression is the codec ("" for the format's default).
-	Compression Compression
-	// RowGroupRows ends a row group (Arrow: a record batch) after this
-	// many rows; 0 for no row limit.
-	RowGroupRows int
-	// RowGroupBytes ends a row group once its rows take this many bytes
-	// of Arrow memory; 0 for DefaultRowGroupBytes unless RowGroupRows is
-	// set, negative for no byte limit. A Parquet writer holds up to two
-	// row groups (one being encoded while the next is built), so its
-	// Buffered reaches about twice this. The filesink.Writer may flush
-	// earlier to stay within its buffer budget.
-	RowGroupBytes int64
-	// Dictionary is the Parquet dictionary mode ("" is DictAuto). Ignored
-	// by Arrow IPC.
-	Dictionary Dictionary
-	// PageBytes is the Parquet data page size (the encoded bytes of one
-	// column after which a page is cut); 0 for DefaultPageBytes. Ignored
-	// by Arrow IPC.
-	PageBytes int64
-	// NoStatistics turns off Parquet column statistics (min, max, null
-	// count), which are on by default (readers prune row groups with
-	// them). Ignored by Arrow IPC.
-	NoStatistics bool
+// Option configures a bulk format: the With* functions of this package,
+// passed to Parquet, ArrowIPC or NewFormat, which validate them together.
+// An Option is a value that only this package can make. Without options a
+// format uses Snappy for Parquet (no compression for Arrow IPC), row
+// groups of DefaultRowGroupBytes, pages of DefaultPageBytes, automatic
+// dictionaries and statistics.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is what the options set; newConfig validates it once.
+type config struct {
+	compression   Compression
+	rowGroupRows  int
+	rowGroupBytes int64
+	dictionary    Dictionary
+	pageBytes     int64
+	noStatistics  bool
 }
 
-func (o Options) validate() (Options, error) {
-	if o.RowGroupRows < 0 {
-		return o, fmt.Errorf("bulk: RowGroupRows %d is negative", o.RowGroupRows)
+// WithCompression sets the codec ("" for the format's default: Snappy for
+// Parquet, Uncompressed for Arrow IPC).
+func WithCompression(c Compression) Option {
+	return optionFunc(func(cfg *config) { cfg.compression = c })
+}
+
+// WithRowGroupRows ends a row group (Arrow: a record batch) after n rows;
+// 0 (the default) for no row limit. The constructor fails for n < 0.
+func WithRowGroupRows(n int) Option { return optionFunc(func(c *config) { c.rowGroupRows = n }) }
+
+// WithRowGroupBytes ends a row group once its rows take n bytes of Arrow
+// memory; 0 (the default) for DefaultRowGroupBytes unless WithRowGroupRows
+// sets a row limit, negative for no byte limit. A Parquet writer holds up
+// to two row groups (one being encoded while the next is built), so its
+// Buffered reaches about twice this. The filesink.Writer may flush earlier
+// to stay within its buffer budget.
+func WithRowGroupBytes(n int64) Option { return optionFunc(func(c *config) { c.rowGroupBytes = n }) }
+
+// WithDictionary sets the Parquet dictionary mode ("" is DictAuto, the
+// default). Ignored by Arrow IPC.
+func WithDictionary(d Dictionary) Option { return optionFunc(func(c *config) { c.dictionary = d }) }
+
+// WithPageBytes sets the Parquet data page size (the encoded bytes of one
+// column after which a page is cut); 0 for DefaultPageBytes. The
+// constructor fails for n < 0. Ignored by Arrow IPC.
+func WithPageBytes(n int64) Option { return optionFunc(func(c *config) { c.pageBytes = n }) }
+
+// WithoutStatistics turns off Parquet column statistics (min, max, null
+// count), which are on by default (readers prune row groups with them).
+// Ignored by Arrow IPC.
+func WithoutStatistics() Option { return optionFunc(func(c *config) { c.noStatistics = true }) }
+
+// newConfig applies opts, fills in the defaults and returns the errors of
+// the options, joined.
+func newConfig(opts []Option) (config, error) {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
 	}
-	if o.PageBytes < 0 {
-		return o, fmt.Errorf("bulk: PageBytes %d is negative", o.PageBytes)
+	var errs []error
+	if c.rowGroupRows < 0 {
+		errs = append(errs, fmt.Errorf("bulk: WithRowGroupRows(%d): negative", c.rowGroupRows))
 	}
-	if o.PageBytes == 0 {
-		o.PageBytes = DefaultPageBytes
+	if c.pageBytes < 0 {
+		errs = append(errs, fmt.Errorf("bulk: WithPageBytes(%d): negative", c.pageBytes))
 	}
-	if o.RowGroupBytes == 0 && o.RowGroupRows == 0 {
-		o.RowGroupBytes = DefaultRowGroupBytes
+	if c.pageBytes == 0 {
+		c.pageBytes = DefaultPageBytes
 	}
-	switch o.Dictionary {
+	if c.rowGroupBytes == 0 && c.rowGroupRows == 0 {
+		c.rowGroupBytes = DefaultRowGroupBytes
+	}
+	switch c.dictionary {
 	case "":
-		o.Dictionary = DictAuto
+		c.dictionary = DictAuto
 	case DictAuto, DictOn, DictOff:
 	default:
-		return o, fmt.Errorf("bulk: unknown dictionary mode %q (want auto, on or off)", o.Dictionary)
+		errs = append(errs, fmt.Errorf("bulk: unknown dictionary mode %q (want auto, on or off)", c.dictionary))
 	}
-	return o, nil
+	return c, errors.Join(errs...)
 }
 
 // NewFormat returns the bulk format called name ("parquet", or "arrow" for
 // Arrow IPC files) for records of schema, as the CLI's --format asks.
-func NewFormat(name string, schema *Schema, opts Options) (filesink.BulkFormat, error) {
+func NewFormat(name string, schema *Schema, opts ...Option) (filesink.BulkFormat, error) {
 	switch name {
 	case "parquet":
-		return Parquet(schema, opts)
+		return Parquet(schema, opts...)
 	case "arrow", "arrow-ipc":
-		return ArrowIPC(schema, opts)
+		return ArrowIPC(schema, opts...)
 	}
 	return nil, fmt.Errorf("bulk: unknown format %q (want parquet or arrow)", name)
 }

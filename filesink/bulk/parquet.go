@@ -1,6 +1,7 @@
 package bulk
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -20,7 +21,7 @@ import (
 // concurrent use (its writers are not).
 type ParquetFormat struct {
 	schema *Schema
-	opts   Options
+	opts   config
 	codec  compress.Compression
 	// sequential turns the pipeline off (tests): row groups ended by Add
 	// are encoded on the caller's goroutine, as by Flush.
@@ -36,16 +37,14 @@ var _ filesink.BulkFormat = (*ParquetFormat)(nil)
 // Parquet returns the Parquet format for records of schema. Files are
 // written with Apache Arrow's pqarrow encoder; the Arrow schema is stored in
 // the file (ARROW:schema) so Arrow readers get the exact types back.
-func Parquet(schema *Schema, opts Options) (*ParquetFormat, error) {
+// The options are validated together; the error joins every invalid one.
+func Parquet(schema *Schema, opts ...Option) (*ParquetFormat, error) {
 	if schema == nil {
 		return nil, errNoSchema
 	}
-	opts, err := opts.validate()
-	if err != nil {
-		return nil, err
-	}
-	f := &ParquetFormat{schema: schema, opts: opts, rowBytes: new(atomic.Uint64)}
-	switch opts.Compression {
+	cfg, err := newConfig(opts)
+	f := &ParquetFormat{schema: schema, opts: cfg, rowBytes: new(atomic.Uint64)}
+	switch cfg.compression {
 	case "", Snappy:
 		f.codec = compress.Codecs.Snappy
 	case Zstd:
@@ -55,7 +54,10 @@ func Parquet(schema *Schema, opts Options) (*ParquetFormat, error) {
 	case Uncompressed:
 		f.codec = compress.Codecs.Uncompressed
 	default:
-		return nil, fmt.Errorf("bulk: Parquet compression %q is not one of snappy, zstd, gzip, none", opts.Compression)
+		err = errors.Join(err, fmt.Errorf("bulk: Parquet compression %q is not one of snappy, zstd, gzip, none", cfg.compression))
+	}
+	if err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -89,7 +91,7 @@ func (f *ParquetFormat) NewParquetWriter(w io.Writer) (*ParquetWriter, error) {
 //
 // Rows are appended to Arrow builders (Add converts JSON, AddArrow takes
 // record batches); a row group ends when the rows being buffered reach
-// Options.RowGroupRows or RowGroupBytes, at Flush, and at Close.
+// WithRowGroupRows or WithRowGroupBytes, at Flush, and at Close.
 //
 // # Pipelining
 //
@@ -282,8 +284,8 @@ func (w *ParquetWriter) start() error {
 	props := []parquet.WriterProperty{
 		parquet.WithAllocator(w.pipe.mem),
 		parquet.WithCompression(w.f.codec),
-		parquet.WithStats(!o.NoStatistics),
-		parquet.WithDataPageSize(o.PageBytes),
+		parquet.WithStats(!o.noStatistics),
+		parquet.WithDataPageSize(o.pageBytes),
 		parquet.WithCreatedBy("filesink"),
 		parquet.WithMaxRowGroupLength(math.MaxInt32),
 	}
@@ -293,7 +295,7 @@ func (w *ParquetWriter) start() error {
 		return err
 	}
 	w.dict = make([]bool, pqs.NumColumns())
-	switch o.Dictionary {
+	switch o.dictionary {
 	case DictOn:
 		for i := range w.dict {
 			w.dict[i] = true

@@ -248,7 +248,7 @@ func newPipeline(out *posWriter, buf *rowBuffer) *pipeline {
 	p.spool.direct = true
 	p.spool.kick = make(chan struct{}, 1)
 	p.spool.chunk = spoolMax
-	if n := buf.opts.RowGroupBytes; n > 0 {
+	if n := buf.opts.rowGroupBytes; n > 0 {
 		p.spool.chunk = int(min(max(n/8, spoolMin), spoolMax))
 	}
 	return p

@@ -114,12 +114,21 @@ func sequentialFormat(f *ParquetFormat) *ParquetFormat {
 // recs[i:j]) with a Flush every flushEvery rows (0: none).
 type pipelineCase struct {
 	name       string
-	opts       Options
+	opts       []Option
 	n          int
 	flushEvery int
 	arrowAt    int // add recs[arrowAt:arrowAt+arrowN] as one Arrow batch
 	arrowN     int
 	lend       bool // the io.Writer lends itself (filesink.Lender)
+}
+
+// set returns what the case's options set, without the defaults.
+func (c pipelineCase) set() config {
+	var set config
+	for _, o := range c.opts {
+		o.apply(&set)
+	}
+	return set
 }
 
 func writeCase(t *testing.T, f *ParquetFormat, s *Schema, c pipelineCase, recs [][]byte) []byte {
@@ -167,7 +176,8 @@ func writeCase(t *testing.T, f *ParquetFormat, s *Schema, c pipelineCase, recs [
 	if out.lentNow {
 		t.Errorf("%s: the io.Writer is still lent after Close", c.name)
 	}
-	ended := c.opts.RowGroupRows > 0 || c.opts.RowGroupBytes > 0 // row groups ended by Add
+	set := c.set()
+	ended := set.rowGroupRows > 0 || set.rowGroupBytes > 0 // row groups ended by Add
 	if c.lend && !f.sequential && ended && (out.loans == 0 || out.lentBytes == 0) {
 		t.Errorf("%s: %d loans, %d bytes written by the encoding goroutine: the pipeline did not borrow the io.Writer", c.name, out.loans, out.lentBytes)
 	}
@@ -180,13 +190,13 @@ func TestPipelineSameBytes(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	cases := []pipelineCase{
-		{name: "rows", opts: Options{RowGroupRows: 97}, n: 3000},
-		{name: "rows-zstd-dict", opts: Options{RowGroupRows: 500, Compression: Zstd, Dictionary: DictOn}, n: 3000},
-		{name: "bytes", opts: Options{RowGroupBytes: 96 << 10}, n: 4000},
-		{name: "bytes-flush", opts: Options{RowGroupBytes: 128 << 10}, n: 4000, flushEvery: 700},
-		{name: "rows-flush-arrow", opts: Options{RowGroupRows: 300}, n: 3000, flushEvery: 1100, arrowAt: 1500, arrowN: 450},
-		{name: "one-row-groups", opts: Options{RowGroupRows: 1}, n: 200},
-		{name: "default", opts: Options{}, n: 2000},
+		{name: "rows", opts: []Option{WithRowGroupRows(97)}, n: 3000},
+		{name: "rows-zstd-dict", opts: []Option{WithRowGroupRows(500), WithCompression(Zstd), WithDictionary(DictOn)}, n: 3000},
+		{name: "bytes", opts: []Option{WithRowGroupBytes(96 << 10)}, n: 4000},
+		{name: "bytes-flush", opts: []Option{WithRowGroupBytes(128 << 10)}, n: 4000, flushEvery: 700},
+		{name: "rows-flush-arrow", opts: []Option{WithRowGroupRows(300)}, n: 3000, flushEvery: 1100, arrowAt: 1500, arrowN: 450},
+		{name: "one-row-groups", opts: []Option{WithRowGroupRows(1)}, n: 200},
+		{name: "default", opts: nil, n: 2000},
 	}
 	for _, c := range cases {
 		lent := c
@@ -196,7 +206,7 @@ func TestPipelineSameBytes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			recs := genRecords(c.n, 11)
-			f, err := Parquet(s, c.opts)
+			f, err := Parquet(s, c.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +216,7 @@ func TestPipelineSameBytes(t *testing.T) {
 				t.Fatalf("pipelined: %d bytes, sequential: %d bytes, not the same", len(got), len(want))
 			}
 			back, groups := readParquet(t, s, got)
-			if c.opts.RowGroupRows > 0 && groups < c.n/c.opts.RowGroupRows {
+			if rows := c.set().rowGroupRows; rows > 0 && groups < c.n/rows {
 				t.Errorf("%d row groups", groups)
 			}
 			compareRecords(t, s, back, expectRows(t, s, recs))
@@ -221,7 +231,7 @@ func TestPipelineWritesAsItGoes(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(2000, 12)
-	f, _ := Parquet(s, Options{RowGroupRows: 100})
+	f, _ := Parquet(s, WithRowGroupRows(100))
 	var out callerWriter
 	w, _ := f.NewParquetWriter(&out)
 	for i, r := range recs {
@@ -260,7 +270,7 @@ func TestPipelineEncodeError(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(2000, 13)
-	f, _ := Parquet(s, Options{RowGroupRows: 100})
+	f, _ := Parquet(s, WithRowGroupRows(100))
 	boom := errors.New("boom")
 	for _, failAt := range []int{1, 3} {
 		t.Run(fmt.Sprint(failAt), func(t *testing.T) {
@@ -311,7 +321,7 @@ func TestPipelineWriteError(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(1500, 14)
-	f, _ := Parquet(s, Options{RowGroupRows: 200})
+	f, _ := Parquet(s, WithRowGroupRows(200))
 	before := runtime.NumGoroutine()
 	var out callerWriter
 	w, _ := f.NewParquetWriter(&out)
@@ -349,7 +359,7 @@ func TestPipelineLentWriteError(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(1500, 14)
-	f, _ := Parquet(s, Options{RowGroupRows: 200})
+	f, _ := Parquet(s, WithRowGroupRows(200))
 	before := runtime.NumGoroutine()
 	full := errors.New("disk full")
 	out := callerWriter{lend: true, lentFail: full}
@@ -380,7 +390,7 @@ func TestPipelineLentWriteError(t *testing.T) {
 func TestPipelineCloseWithoutFlush(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
-	f, _ := Parquet(s, Options{RowGroupRows: 250})
+	f, _ := Parquet(s, WithRowGroupRows(250))
 	for _, n := range []int{250, 251, 1000, 1234} {
 		before := runtime.NumGoroutine()
 		recs := genRecords(n, uint64(n))
@@ -411,7 +421,7 @@ func TestPipelineBuffered(t *testing.T) {
 	}
 	d := makeBenchData(60000)
 	const limit = 1 << 20
-	f, _ := Parquet(s, Options{RowGroupBytes: limit})
+	f, _ := Parquet(s, WithRowGroupBytes(limit))
 	var out callerWriter
 	w, _ := f.NewParquetWriter(&out)
 	var peak, inFlight int64
@@ -464,7 +474,7 @@ func TestPipelineEncodePanic(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(300, 15)
-	f, _ := Parquet(s, Options{RowGroupRows: 100})
+	f, _ := Parquet(s, WithRowGroupRows(100))
 	var out callerWriter
 	w, _ := f.NewParquetWriter(&out)
 	w.encoder = func([]arrow.Record) error { panic("boom") }
@@ -500,7 +510,7 @@ func TestPipelineCallerClaims(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(3000, 15)
-	f, err := Parquet(s, Options{RowGroupBytes: 256 << 10})
+	f, err := Parquet(s, WithRowGroupBytes(256<<10))
 	if err != nil {
 		t.Fatal(err)
 	}

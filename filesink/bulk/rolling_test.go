@@ -35,7 +35,7 @@ func testParquetPartSizes(t *testing.T, sequential bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	format, err := Parquet(schema, Options{Compression: Snappy, RowGroupBytes: 512 << 10})
+	format, err := Parquet(schema, WithCompression(Snappy), WithRowGroupBytes(512<<10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestPendingBeforeFirstRowGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := Parquet(schema, Options{Compression: Snappy, RowGroupRows: 10_000})
+	f, err := Parquet(schema, WithCompression(Snappy), WithRowGroupRows(10_000))
 	if err != nil {
 		t.Fatal(err)
 	}

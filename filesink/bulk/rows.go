@@ -19,7 +19,7 @@ var errClosed = errors.New("bulk: writer is closed")
 // use.
 type rowBuffer struct {
 	schema       *Schema
-	opts         Options
+	opts         config
 	mem          *countingAllocator
 	conv         *converter
 	rows         int   // rows in the converter's columns
@@ -40,7 +40,7 @@ type rowBuffer struct {
 
 type sizeHint struct{ rows, data int }
 
-func newRowBuffer(s *Schema, opts Options) *rowBuffer {
+func newRowBuffer(s *Schema, opts config) *rowBuffer {
 	mem := &countingAllocator{mem: memory.NewGoAllocator()}
 	return &rowBuffer{schema: s, opts: opts, mem: mem, conv: newConverter(s, mem), maxText: math.MaxInt32}
 }
@@ -112,7 +112,7 @@ var valueWidth = [...]int64{kInt32: 4, kInt64: 8, kFloat32: 4, kFloat64: 8, kBoo
 func (r *rowBuffer) reserve() {
 	hints := r.hints
 	r.hints = nil // once per row group
-	limit := r.opts.RowGroupBytes
+	limit := r.opts.rowGroupBytes
 	for i := range hints {
 		if r.schema.root.fields[i].kind >= kList {
 			continue // nested: regrown as before
@@ -183,10 +183,10 @@ func (r *rowBuffer) building() int64 { return r.mem.n.Load() - r.taken + r.forei
 
 // full reports whether the row group reached its configured size.
 func (r *rowBuffer) full() bool {
-	if n := r.opts.RowGroupRows; n > 0 && int64(r.rows)+r.pendingRows >= int64(n) {
+	if n := r.opts.rowGroupRows; n > 0 && int64(r.rows)+r.pendingRows >= int64(n) {
 		return true
 	}
-	return r.opts.RowGroupBytes > 0 && r.building() >= r.opts.RowGroupBytes
+	return r.opts.rowGroupBytes > 0 && r.building() >= r.opts.rowGroupBytes
 }
 
 func (r *rowBuffer) release() {

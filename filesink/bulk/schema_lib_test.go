@@ -64,7 +64,7 @@ func TestSchemaFromLibrary(t *testing.T) {
 	if _, err := SchemaFromArrow(arrow.NewSchema(nil, nil)); err == nil {
 		t.Fatal("SchemaFromArrow of an empty schema succeeded")
 	}
-	f, err := Parquet(fromStruct, Options{})
+	f, err := Parquet(fromStruct)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestParquetSecondReader(t *testing.T) {
 	want := expectRows(t, s, recs)
 	for _, comp := range []Compression{Snappy, Zstd, Gzip, Uncompressed} {
 		t.Run(string(comp), func(t *testing.T) {
-			f, _ := Parquet(s, Options{Compression: comp})
+			f, _ := Parquet(s, WithCompression(comp))
 			data := writeAll(t, f, recs, 700)
 			pf, err := pgo.OpenFile(bytes.NewReader(data), int64(len(data)))
 			if err != nil {

@@ -64,7 +64,7 @@ func BenchmarkParquetSink(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	format, err := bulk.Parquet(schema, bulk.Options{Compression: bulk.Snappy})
+	format, err := bulk.Parquet(schema, bulk.WithCompression(bulk.Snappy))
 	if err != nil {
 		b.Fatal(err)
 	}
