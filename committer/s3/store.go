@@ -108,44 +108,49 @@ func (s *Store) Put(ctx context.Context, c *recovery.Checkpoint) error {
 		Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b))),
 		ContentType:          aws.String("application/octet-stream"),
 		ServerSideEncryption: s.o.sseType(), SSEKMSKeyId: s.o.kmsKey(),
-		IfNoneMatch: aws.String("*"),
 	}
 	if s.o.checksums {
 		in.ChecksumCRC32 = crcBase64(crc32.ChecksumIEEE(b))
 	}
-	_, err = s.client.PutObject(ctx, in, s.call())
-	if isNotImplemented(err) {
-		// No conditional writes on this store: check, then write.
-		if _, herr := s.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &s.bucket, Key: &key}, s.call()); herr == nil {
-			err = &preconditionError{}
-		} else if !isNotFound(herr) {
-			return fmt.Errorf("write checkpoint %d to %s: %w", c.ID, s.Location(), herr)
-		} else {
-			in.IfNoneMatch = nil
-			in.Body = bytes.NewReader(b)
-			_, err = s.client.PutObject(ctx, in, s.call())
-		}
-	}
+	exists, err := s.putIfAbsent(ctx, in, b)
 	switch {
-	case err == nil:
+	case err != nil:
+		return fmt.Errorf("write checkpoint %d to %s: %w", c.ID, s.Location(), err)
+	case !exists:
 		return nil
-	case isPreconditionFailed(err) || isPrecondition(err):
+	default:
 		got, gerr := s.read(ctx, key)
 		if gerr == nil && bytes.Equal(got, b) {
 			return nil
 		}
 		return fmt.Errorf("write checkpoint %d: %s already exists and differs (never overwritten): %w", c.ID, s.url(key), fs.ErrExist)
 	}
-	return fmt.Errorf("write checkpoint %d to %s: %w", c.ID, s.Location(), err)
 }
 
-type preconditionError struct{}
-
-func (*preconditionError) Error() string { return "object exists" }
-
-func isPrecondition(err error) bool {
-	var p *preconditionError
-	return errors.As(err, &p)
+// putIfAbsent writes in (whose body is b) with If-None-Match: *, or, on a
+// store without conditional writes, after a HEAD that finds no object.
+// exists reports that the key already held an object, which was left as
+// it was; a nil error with exists false means this call wrote it.
+func (s *Store) putIfAbsent(ctx context.Context, in *s3api.PutObjectInput, b []byte) (exists bool, err error) {
+	in.IfNoneMatch = aws.String("*")
+	_, err = s.client.PutObject(ctx, in, s.call())
+	if isNotImplemented(err) {
+		// No conditional writes on this store: check, then write.
+		_, herr := s.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: in.Bucket, Key: in.Key}, s.call())
+		switch {
+		case herr == nil:
+			return true, nil
+		case !isNotFound(herr):
+			return false, herr
+		}
+		in.IfNoneMatch = nil
+		in.Body = bytes.NewReader(b)
+		_, err = s.client.PutObject(ctx, in, s.call())
+	}
+	if isPreconditionFailed(err) {
+		return true, nil
+	}
+	return false, err
 }
 
 func (s *Store) url(key string) string { return "s3://" + s.bucket + "/" + key }

@@ -44,24 +44,14 @@ func (s *Store) SetJobID(ctx context.Context, id string) error {
 		Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b))),
 		ContentType:          aws.String("text/plain"),
 		ServerSideEncryption: s.o.sseType(), SSEKMSKeyId: s.o.kmsKey(),
-		IfNoneMatch: aws.String("*"),
 	}
-	_, err := s.client.PutObject(ctx, in, s.call())
-	if isNotImplemented(err) {
-		if _, herr := s.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &s.bucket, Key: &key}, s.call()); herr == nil {
-			err = &preconditionError{}
-		} else if !isNotFound(herr) {
-			return fmt.Errorf("job id: keep it in %s: %w", s.JobIDLocation(), herr)
-		} else {
-			in.IfNoneMatch = nil
-			in.Body = bytes.NewReader(b)
-			_, err = s.client.PutObject(ctx, in, s.call())
-		}
-	}
+	exists, err := s.putIfAbsent(ctx, in, b)
 	switch {
-	case err == nil:
+	case err != nil:
+		return fmt.Errorf("job id: keep it in %s: %w", s.JobIDLocation(), err)
+	case !exists:
 		return nil
-	case isPreconditionFailed(err) || isPrecondition(err):
+	default:
 		kept, kerr := s.JobID(ctx)
 		if kerr != nil {
 			return kerr
@@ -71,5 +61,4 @@ func (s *Store) SetJobID(ctx context.Context, id string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("job id: keep it in %s: %w", s.JobIDLocation(), err)
 }
