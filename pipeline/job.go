@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -172,6 +173,9 @@ func (j *Job) Validate() error {
 	if err != nil {
 		return err
 	}
+	if err := j.checkSelfFeeding(); err != nil {
+		return err
+	}
 	if j.Retain < 0 || (j.Retain == 0 && j.Given["retain"]) {
 		return specErr("--retain %d: at least one checkpoint record must be kept", j.Retain)
 	}
@@ -288,6 +292,76 @@ func (j *Job) validateFiles() error {
 		return specErr("--parallelism must be at least 1")
 	}
 	return j.validateFormat()
+}
+
+// checkSelfFeeding refuses a job that would read its own output: a local
+// sink (with its dead letters and default state) or state directory inside
+// its file source, or the source inside the sink. Such a job reads, on its
+// next run, what it published: duplicates with exit 0.
+func (j *Job) checkSelfFeeding() error {
+	src, ok := localPath(j.Source)
+	if !ok {
+		return nil
+	}
+	srcAbs := resolvedPath(src)
+	if out, ok := localPath(j.Sink); ok && j.Kind() == FileSink {
+		outAbs := resolvedPath(out)
+		switch {
+		case within(outAbs, srcAbs):
+			return specErr("--sink %s is inside --source %s: the job would read its own output as input; write it elsewhere", out, src)
+		case within(srcAbs, outAbs):
+			return specErr("--source %s is inside --sink %s: the job would read its own output as input; write it elsewhere", src, out)
+		}
+	}
+	if st, ok := localPath(j.State); ok && within(resolvedPath(st), srcAbs) {
+		return specErr("--state %s is inside --source %s: the job would read its checkpoint records as input; keep them elsewhere", st, src)
+	}
+	return nil
+}
+
+// localPath returns the local path of a file:// URI or a plain path, as
+// the directory source and the local sink read them; ok is false for
+// stdin, other schemes and "".
+func localPath(uri string) (path string, ok bool) {
+	switch {
+	case uri == "" || uri == "-":
+		return "", false
+	case strings.HasPrefix(uri, "file://"):
+		return strings.TrimPrefix(uri, "file://"), uri != "file://"
+	case strings.HasPrefix(uri, "file:"):
+		return strings.TrimPrefix(uri, "file:"), uri != "file:"
+	case strings.Contains(uri, "://"), strings.HasPrefix(uri, "stdin:"), strings.HasPrefix(uri, "gen:"):
+		return "", false
+	}
+	return uri, true
+}
+
+// resolvedPath is p made absolute, with the symbolic links of its longest
+// existing prefix resolved, so that two names of one directory compare
+// equal.
+func resolvedPath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for dir := abs; ; {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+}
+
+// within reports whether path is dir or inside it (both resolved).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // validateFormat checks the format settings given against the format.

@@ -2,6 +2,8 @@ package pipeline_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +113,53 @@ func TestJobGuarantee(t *testing.T) {
 		got, err := j.DeliveryGuarantee()
 		if err != nil || got != c.want || j.PublishOnRoll() != c.onRoll {
 			t.Errorf("%s %q: DeliveryGuarantee = %v, %v, PublishOnRoll %v; want %v, %v", c.sink, c.g, got, err, j.PublishOnRoll(), c.want, c.onRoll)
+		}
+	}
+}
+
+// TestJobSelfFeeding: a job whose sink or state is inside its file source,
+// or whose source is inside its sink, would read its own output on its next
+// run; Validate refuses it with one line naming both.
+func TestJobSelfFeeding(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name                string
+		source, sink, state string
+		want                string // "" valid
+	}{
+		{"sink is the source", in, in, "", "--sink " + in + " is inside --source " + in},
+		{"sink inside the source", in, filepath.Join(in, "out"), "", "is inside --source"},
+		{"sink inside the source as file://", "file://" + in, "file://" + in + "/out", "", "is inside --source"},
+		{"sink inside the source through a link", in, filepath.Join(link, "out"), "", "is inside --source"},
+		{"sink inside the source, not yet made", in, filepath.Join(in, "a", "b"), "", "is inside --source"},
+		{"source inside the sink", filepath.Join(dir, "out", "in"), filepath.Join(dir, "out"), "", "--source " + filepath.Join(dir, "out", "in") + " is inside --sink"},
+		{"state inside the source", in, filepath.Join(dir, "out"), filepath.Join(in, "state"), "--state " + filepath.Join(in, "state") + " is inside --source"},
+		{"state inside the source, mysql sink", in, "mysql://u@tcp(h:1)/db", filepath.Join(in, "state"), "--state"},
+		{"siblings", in, filepath.Join(dir, "inside"), filepath.Join(dir, "state"), ""},
+		{"generator", "gen://?count=1", in, "", ""},
+		{"stdin", "-", in, "", ""},
+		{"s3 sink", in, "s3://b/p", "", ""},
+	}
+	for _, c := range cases {
+		j := pipeline.Job{Source: c.source, Sink: c.sink, State: c.state, Parallelism: 1}
+		if strings.HasPrefix(c.sink, "mysql://") {
+			j.MySQL = pipeline.MySQLSpec{Table: "t", Mode: "insert", BatchRows: 10}
+		}
+		err := j.Validate()
+		var se *pipeline.SpecError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: Validate = %v; want nil", c.name, err)
+		case c.want != "" && (!errors.As(err, &se) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: Validate = %v; want a SpecError containing %q", c.name, err, c.want)
 		}
 	}
 }

@@ -804,3 +804,27 @@ func TestRunDirectIOFlag(t *testing.T) {
 		t.Errorf("--direct-io with an S3 sink: want exit 2 naming the flag, got %v", r)
 	}
 }
+
+// TestRefusesSelfFeeding: a sink inside its file source (here the source
+// itself) is refused before anything is written: one line naming both,
+// exit 2, the input untouched, and a second run reads nothing twice.
+func TestRefusesSelfFeeding(t *testing.T) {
+	in := t.TempDir()
+	if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte("{\"id\":1}\n{\"id\":2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, sink := range []string{in, filepath.Join(in, "out")} {
+		r := cli(t, "run", "--source", in, "--sink", sink, "--progress", "off")
+		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+		if r.code != 2 || len(lines) != 1 || !strings.Contains(lines[0], "--sink "+sink+" is inside --source "+in) {
+			t.Errorf("--sink %s with --source %s: want exit 2 and one line naming both, got %v", sink, in, r)
+		}
+	}
+	entries, err := os.ReadDir(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("the refused runs wrote into the source: %v", entries)
+	}
+}
