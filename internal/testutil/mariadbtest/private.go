@@ -85,14 +85,12 @@ func Start(t testing.TB) *Server {
 		t.Fatalf("mariadbtest: %s %s: %v\n%s", install, strings.Join(args, " "), err, tailOf(out, 4096))
 	}
 	s := &Server{priv: p}
-	for range bindRetries {
+	err = proc.RetryPortInUse(bindRetries, 0, func() (err error) {
 		if p.port, err = freePort(); err != nil {
-			t.Fatalf("mariadbtest: %v", err)
+			return err
 		}
-		if err = p.start(); err == nil || !errors.Is(err, errPortInUse) {
-			break
-		}
-	}
+		return p.start()
+	})
 	if err != nil {
 		t.Fatalf("mariadbtest: %v", err)
 	}
@@ -131,8 +129,6 @@ func currentUser() string {
 }
 
 func (p *private) dataDir() string { return filepath.Join(p.dir, "data") }
-
-var errPortInUse = errors.New("port already in use")
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -173,7 +169,7 @@ func (p *private) start() error {
 		log, _ := os.ReadFile(p.errorLog())
 		msg := fmt.Sprintf("mariadbd on port %d did not start: %v\n--- error log (tail) ---\n%s", p.port, err, tailOf(log, 4096))
 		if strings.Contains(string(tailOf(log, 4096)), "Address already in use") {
-			return fmt.Errorf("%w: %s", errPortInUse, msg)
+			return fmt.Errorf("%w: %s", proc.ErrPortInUse, msg)
 		}
 		return errors.New(msg)
 	}
@@ -252,15 +248,7 @@ func (s *Server) Stop() {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill9()
-	p := s.priv
-	var err error
-	for i := range bindRetries {
-		if err = p.start(); !errors.Is(err, errPortInUse) {
-			break
-		}
-		time.Sleep(time.Duration(i+1) * 200 * time.Millisecond)
-	}
-	if err != nil {
+	if err := proc.RetryPortInUse(bindRetries, 200*time.Millisecond, s.priv.start); err != nil {
 		t.Fatalf("mariadbtest: restart: %v", err)
 	}
 }

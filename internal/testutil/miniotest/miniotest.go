@@ -176,25 +176,24 @@ func newServer(bin, dir string) (*Server, error) {
 			return nil, err
 		}
 	}
-	var err error
-	for range bindRetries {
+	err := proc.RetryPortInUse(bindRetries, 0, func() (err error) {
 		if s.addr, err = freeAddr(); err != nil {
-			return nil, err
+			return err
 		}
 		if s.console, err = freeAddr(); err != nil {
-			return nil, err
+			return err
 		}
-		err = s.start()
-		if !errors.Is(err, errPortInUse) {
-			return s, err
-		}
+		return s.start()
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, err
+	return s, nil
 }
 
 // freeAddr returns 127.0.0.1:PORT with a port that was free a moment ago.
 // Another process may take it before MinIO binds it; start reports that as
-// errPortInUse and the caller retries with new ports.
+// proc.ErrPortInUse and the caller retries with new ports.
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -204,8 +203,6 @@ func freeAddr() (string, error) {
 	l.Close()
 	return addr, nil
 }
-
-var errPortInUse = errors.New("port already in use")
 
 // start runs the process and waits until it is healthy.
 func (s *Server) start() error {
@@ -235,7 +232,7 @@ func (s *Server) start() error {
 		msg := fmt.Sprintf("MinIO (%s) on %s did not start: %v\n--- MinIO output (tail) ---\n%s",
 			strings.Join(cmd.Args, " "), s.addr, err, out.String(tailShown))
 		if strings.Contains(strings.ToLower(out.String(tailBytes)), "already in use") {
-			return fmt.Errorf("%w: %s", errPortInUse, msg)
+			return fmt.Errorf("%w: %s", proc.ErrPortInUse, msg)
 		}
 		return errors.New(msg)
 	}
@@ -329,14 +326,7 @@ func (s *Server) Kill() {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()
-	var err error
-	for i := range bindRetries {
-		if err = s.start(); !errors.Is(err, errPortInUse) {
-			break
-		}
-		time.Sleep(time.Duration(i+1) * 200 * time.Millisecond)
-	}
-	if err != nil {
+	if err := proc.RetryPortInUse(bindRetries, 200*time.Millisecond, s.start); err != nil {
 		t.Fatalf("miniotest: restart: %v", err)
 	}
 }

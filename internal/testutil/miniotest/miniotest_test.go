@@ -247,7 +247,7 @@ func TestTail(t *testing.T) {
 }
 
 // TestPortInUse: a port taken between freeAddr and MinIO's bind is reported
-// as errPortInUse, which newServer retries with new ports.
+// as proc.ErrPortInUse, which newServer retries with new ports.
 func TestPortInUse(t *testing.T) {
 	t.Parallel()
 	bin := requireBinary(t)
@@ -266,7 +266,7 @@ func TestPortInUse(t *testing.T) {
 		s.Kill()
 		t.Fatalf("MinIO started on a port in use")
 	}
-	if !errors.Is(err, errPortInUse) {
-		t.Fatalf("err = %v, want errPortInUse", err)
+	if !errors.Is(err, proc.ErrPortInUse) {
+		t.Fatalf("err = %v, want proc.ErrPortInUse", err)
 	}
 }

@@ -6,6 +6,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"sync"
@@ -122,4 +123,25 @@ func (t *Tail) String(n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// ErrPortInUse is matched by a server start that failed because its port
+// was taken between choosing it and binding it; another try may succeed.
+var ErrPortInUse = errors.New("port already in use")
+
+// RetryPortInUse calls start up to n times while it fails with an error
+// matching ErrPortInUse, pausing pause × the number of tries so far before
+// each new try (0: none), and returns the last result. start chooses the
+// port: the same one (a restart keeping its address) or a new one.
+func RetryPortInUse(n int, pause time.Duration, start func() error) error {
+	var err error
+	for i := range n {
+		if i > 0 {
+			time.Sleep(time.Duration(i) * pause)
+		}
+		if err = start(); !errors.Is(err, ErrPortInUse) {
+			return err
+		}
+	}
+	return err
 }

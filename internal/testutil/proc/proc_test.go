@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"errors"
+	"fmt"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -47,5 +49,28 @@ func TestTail(t *testing.T) {
 	}
 	if got := tl.String(2); got != "fg" {
 		t.Fatalf("tail(2) = %q, want %q", got, "fg")
+	}
+}
+
+func TestRetryPortInUse(t *testing.T) {
+	tries := 0
+	err := RetryPortInUse(3, 0, func() error { tries++; return fmt.Errorf("bind: %w", ErrPortInUse) })
+	if !errors.Is(err, ErrPortInUse) || tries != 3 {
+		t.Fatalf("always in use: %d tries, %v; want 3 tries and ErrPortInUse", tries, err)
+	}
+	tries = 0
+	other := errors.New("no binary")
+	if err := RetryPortInUse(3, 0, func() error { tries++; return other }); err != other || tries != 1 {
+		t.Fatalf("another error: %d tries, %v; want 1 try and that error", tries, err)
+	}
+	tries = 0
+	if err := RetryPortInUse(3, 0, func() error {
+		tries++
+		if tries == 1 {
+			return ErrPortInUse
+		}
+		return nil
+	}); err != nil || tries != 2 {
+		t.Fatalf("in use once: %d tries, %v; want 2 tries and nil", tries, err)
 	}
 }
