@@ -99,22 +99,10 @@ func (s *DirStore) SetJobID(ctx context.Context, id string) error {
 		return err
 	}
 	name := s.JobIDLocation()
-	tmp := filepath.Join(s.dir, "."+JobFile+".tmp")
-	fail := func(err error) error {
-		_ = s.fs.Remove(tmp)
-		return fmt.Errorf("job id: keep it in %s: %w", name, err)
-	}
-	if err := s.fs.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fail(err)
-	}
-	if err := vfs.WriteFileSync(s.fs, tmp, []byte(id+"\n")); err != nil {
-		return fail(err)
-	}
-	if err := s.fs.RenameNoReplace(tmp, name); err != nil {
+	if err := s.publish(JobFile, name, []byte(id+"\n")); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
-			return fail(err)
+			return fmt.Errorf("job id: keep it in %s: %w", name, err)
 		}
-		_ = s.fs.Remove(tmp)
 		kept, rerr := s.JobID(ctx)
 		if rerr != nil {
 			return rerr
@@ -123,8 +111,10 @@ func (s *DirStore) SetJobID(ctx context.Context, id string) error {
 			return &JobIDError{Location: name, Kept: kept, Given: id, Meanwhile: true}
 		}
 	}
+	// Also when the same id was there: its writer may have died before
+	// syncing the directory.
 	if err := s.fs.SyncDir(s.dir); err != nil {
-		return fail(err)
+		return fmt.Errorf("job id: keep it in %s: %w", name, err)
 	}
 	return nil
 }

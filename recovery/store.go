@@ -256,19 +256,32 @@ func (s *DirStore) Put(ctx context.Context, c *Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(s.dir, fmt.Sprintf("%s%020d.tmp-%s", tempPrefix, c.ID, hex.EncodeToString(rnd[:])))
-	if err := vfs.WriteFileSync(s.fs, tmp, b); err != nil {
-		_ = s.fs.Remove(tmp)
-		return fmt.Errorf("write checkpoint %d: %w", c.ID, err)
-	}
-	if err := s.fs.RenameNoReplace(tmp, s.name(c.ID)); err != nil {
-		_ = s.fs.Remove(tmp)
+	if err := s.publish(fmt.Sprintf("%020d", c.ID), s.name(c.ID), b); err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", c.ID, err)
 	}
 	if err := s.fs.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", c.ID, err)
+	}
+	return nil
+}
+
+// publish writes data durably as name (a path in the directory), never
+// replacing it: a temp file named after tag (removed by the next OpenDir
+// if left behind) is written and fsynced, then renamed without replacing.
+// The caller fsyncs the directory to make the name durable. An
+// existing name gives an error matching fs.ErrExist; the temp file is gone
+// whatever the error.
+func (s *DirStore) publish(tag, name string, data []byte) error {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(s.dir, tempPrefix+tag+".tmp-"+hex.EncodeToString(rnd[:]))
+	if err := vfs.WriteFileSync(s.fs, tmp, data); err != nil {
+		_ = s.fs.Remove(tmp)
+		return err
+	}
+	if err := s.fs.RenameNoReplace(tmp, name); err != nil {
+		_ = s.fs.Remove(tmp)
+		return err
 	}
 	return nil
 }
