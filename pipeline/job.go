@@ -12,6 +12,7 @@ import (
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/sinks/async"
+	"github.com/filesink/filesink/source"
 )
 
 // SinkKind is the kind of sink a job writes to, told by its URI.
@@ -299,7 +300,7 @@ func (j *Job) validateFiles() error {
 // its file source, or the source inside the sink. Such a job reads, on its
 // next run, what it published: duplicates with exit 0.
 func (j *Job) checkSelfFeeding() error {
-	src, ok := localPath(j.Source)
+	src, ok := source.LocalPath(j.Source)
 	if !ok {
 		return nil
 	}
@@ -319,18 +320,16 @@ func (j *Job) checkSelfFeeding() error {
 	return nil
 }
 
-// localPath returns the local path of a file:// URI or a plain path, as
-// the directory source and the local sink read them; ok is false for
-// stdin, other schemes and "".
+// localPath returns the directory of a local sink or state, "file://DIR"
+// or a plain path, as the CLI reads them; ok is false for other schemes
+// and "".
 func localPath(uri string) (path string, ok bool) {
 	switch {
-	case uri == "" || uri == "-":
+	case uri == "":
 		return "", false
 	case strings.HasPrefix(uri, "file://"):
 		return strings.TrimPrefix(uri, "file://"), uri != "file://"
-	case strings.HasPrefix(uri, "file:"):
-		return strings.TrimPrefix(uri, "file:"), uri != "file:"
-	case strings.Contains(uri, "://"), strings.HasPrefix(uri, "stdin:"), strings.HasPrefix(uri, "gen:"):
+	case strings.Contains(uri, "://"):
 		return "", false
 	}
 	return uri, true

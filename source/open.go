@@ -74,6 +74,23 @@ func Open(ctx context.Context, uri string, pos json.RawMessage, opts ...Option) 
 	}
 }
 
+// LocalPath returns the path that Open reads for uri when uri names the
+// directory source ("file://DIR", "file:DIR" or a plain path); ok is false
+// for every other source (stdin, the generator, other schemes) and for a
+// URI Open refuses.
+func LocalPath(uri string) (path string, ok bool) {
+	switch {
+	case uri == "" || uri == "-" || hasScheme(uri, "stdin") || hasScheme(uri, "gen"):
+		return "", false
+	case hasScheme(uri, "file"):
+		dir := trimScheme(uri, "file")
+		return dir, dir != ""
+	case strings.Contains(uri, "://"):
+		return "", false
+	}
+	return uri, true
+}
+
 // hasScheme reports whether uri starts with "scheme:" (case-insensitive).
 func hasScheme(uri, scheme string) bool {
 	return len(uri) > len(scheme) && uri[len(scheme)] == ':' && strings.EqualFold(uri[:len(scheme)], scheme)
