@@ -121,7 +121,7 @@ func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error)
 	if len(retained) > 0 {
 		last = retained[len(retained)-1]
 	}
-	c.next = 1
+	c.next = max(1, c.firstID)
 	start := c.now()
 	states := make([]json.RawMessage, len(c.parts))
 	recommitted := 0

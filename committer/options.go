@@ -25,6 +25,7 @@ type config struct {
 	sweepEvery int
 	now        func() time.Time
 	postCommit func(ctx context.Context, id uint64) error
+	firstID    uint64
 	errs       []error // options whose argument is invalid on its own
 }
 
@@ -53,6 +54,13 @@ func (c *config) validate() error {
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
+
+// WithFirstID makes the first checkpoint of a fresh start (a store with
+// no record) checkpoint id instead of 1: for a run that goes on with an
+// output whose manifests already name checkpoints up to id-1 (a run that
+// rebuilt its position from the output after its state was lost), so that
+// no name is written twice. It has no effect when a record is restored.
+func WithFirstID(id uint64) Option { return optionFunc(func(c *config) { c.firstID = id }) }
 
 // WithRetain sets how many checkpoint records are kept (default
 // recovery.DefaultRetain); New fails for n < 1.

@@ -68,7 +68,7 @@ const (
 	// FileOnlySettings apply to file and S3 sinks only.
 	FileOnlySettings = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io " +
 		"buffer-budget memory-limit csv-columns csv-header on-bad-record " + BulkOnlySettings + " " +
-		"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir"
+		"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir resume-from-output"
 	// HTTPOnlySettings apply to an HTTP sink only.
 	HTTPOnlySettings = "http-workers http-queue http-batch-records http-batch-bytes http-linger http-timeout http-retries"
 	// KafkaOnlySettings apply to a kafka:// source only.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
 )
@@ -104,6 +105,23 @@ type Config struct {
 	// commit, such as partition-complete markers (filesink.Markers). It is
 	// the coordinator's post-commit function (committer.WithPostCommit).
 	Committed func(ctx context.Context, id uint64) error
+
+	// Identity, if set, is the job's identity: before anything is
+	// written, Run checks it against the store's job record and refuses a
+	// run of another job (recovery.CheckIdentity, with AllowChange naming
+	// the fields that may change deliberately).
+	Identity    *recovery.Identity
+	AllowChange []string
+	// Output and DeadLetter, if set, are the output (and dead-letter
+	// output) of the job's file sinks. When the store holds no checkpoint
+	// record and the output already holds commit manifests or files, Run
+	// refuses to start with a *LostStateError, before anything is
+	// written; with ResumeFromOutput it rebuilds what the output holds
+	// from its manifests instead, reads the source from the beginning
+	// (OpenSource gets a nil position) and drops every record the output
+	// holds, so that nothing is lost or published twice.
+	Output, DeadLetter driver.Output
+	ResumeFromOutput   bool
 }
 
 // Progress is a snapshot of a job's totals.
@@ -122,6 +140,9 @@ type Result struct {
 	Records    int64  // records read in this run
 	Bytes      int64
 	EndOfInput bool // the source was exhausted (otherwise: stopped)
+	// Skipped counts the records read and dropped because the output
+	// already held them (Config.ResumeFromOutput).
+	Skipped int64
 }
 
 // withDefaults checks cfg and fills in its defaults.
@@ -158,6 +179,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer cancel()
 	r := &runner{cfg: cfg, ev: cfg.events(), cancel: cancel}
 	defer r.shutdown()
+	if err := r.checkStart(ctx); err != nil {
+		return r.res, err
+	}
 	r.startSubtasks(ctx)
 	if err := r.recover(ctx); err != nil {
 		return r.res, err
@@ -198,6 +222,8 @@ type runner struct {
 	prog      Progress
 	sinceCkpt int64           // records since the last barrier
 	lastPos   json.RawMessage // source position after the last batch
+	skip      *skipState      // what the output holds beyond lastPos (ResumeFromOutput)
+	firstID   uint64          // id of a fresh start's first checkpoint (ResumeFromOutput)
 	running   chan outcome    // the checkpoint completing on its own goroutine; nil: none
 	due       bool            // an interval checkpoint waits for the running one
 }
@@ -262,6 +288,9 @@ func (r *runner) recover(ctx context.Context) error {
 	if r.cfg.Committed != nil {
 		opts = append(opts, committer.WithPostCommit(r.cfg.Committed))
 	}
+	if r.firstID > 0 {
+		opts = append(opts, committer.WithFirstID(r.firstID))
+	}
 	coord, err := committer.New(r.cfg.Store, parts, opts...)
 	if err != nil {
 		return err
@@ -274,7 +303,9 @@ func (r *runner) recover(ctx context.Context) error {
 	if restored != nil {
 		r.res.Restored = restored.ID
 		r.res.Checkpoint = restored.ID
-		r.lastPos = restored.Source
+		if r.lastPos, r.skip, err = decodePosition(restored.Source); err != nil {
+			return fmt.Errorf("recover checkpoint %d: %w", restored.ID, err)
+		}
 	}
 	return nil
 }
@@ -324,6 +355,7 @@ func (r *runner) startReader(ctx context.Context) {
 	r.stopReading = make(chan struct{})
 	r.readDone = make(chan struct{})
 	rd := newReader(r.src, &r.cfg, r.free, r.batches)
+	rd.skip, rd.skipping = r.skip, r.skip != nil
 	go func() {
 		defer close(r.readDone)
 		rd.run(readCtx, r.stopReading)
@@ -378,6 +410,10 @@ func (r *runner) onBatch(ctx context.Context, b *batch) (eof bool, err error) {
 	// The batch goes back to the reader once every subtask is done with
 	// it: read what this loop needs first.
 	n, size, pos, eof := len(b.ends), b.bytes(), b.pos, b.eof
+	if b.skipping {
+		r.skip = b.skip
+		r.res.Skipped += b.skipped
+	}
 	if n > 0 {
 		if err := r.dispatch(ctx, b); err != nil {
 			return false, err
@@ -460,7 +496,11 @@ func (r *runner) checkpoint(ctx context.Context, final bool) error {
 			return err
 		}
 	}
-	ph, err := r.coord.Begin(ctx, r.lastPos, final)
+	ckptPos, err := encodePosition(r.lastPos, r.skip)
+	if err != nil {
+		return err
+	}
+	ph, err := r.coord.Begin(ctx, ckptPos, final)
 	if err != nil {
 		return r.subtaskErr(err)
 	}

@@ -22,7 +22,12 @@ type batch struct {
 	origins []source.Origin
 	pos     json.RawMessage // source position after the last record
 	eof     bool            // the source is exhausted after this batch
-	err     error
+	// skipping: the reader drops the records the output holds; skip is
+	// what is left to drop after this batch, skipped how many it dropped.
+	skipping bool
+	skip     *skipState
+	skipped  int64
+	err      error
 }
 
 // bytes is the size of the batch's records.
@@ -52,6 +57,7 @@ func (b *batch) reset() {
 		b.vals = b.vals[:0]
 	}
 	b.pos, b.eof, b.err = nil, false, nil
+	b.skipping, b.skip, b.skipped = false, nil, 0
 }
 
 // linger is how long the reader waits for more records before it hands a
@@ -72,6 +78,8 @@ type reader struct {
 	stopped   bool                  // the stop was seen: the current batch is the last
 	stopCtx   context.Context       // cancelled on stop or with run's context
 	cancel    context.CancelFunc    // cancels stopCtx
+	skipping  bool                  // drop the records in skip (Config.ResumeFromOutput)
+	skip      *skipState
 }
 
 func newReader(src source.Source, cfg *Config, free <-chan *batch, out chan<- *batch) *reader {
@@ -109,6 +117,7 @@ func (rd *reader) run(ctx context.Context, stop <-chan struct{}) {
 			}
 			b.pos = pos
 		}
+		b.skipping, b.skip = rd.skipping, rd.skip
 		select {
 		case rd.out <- b:
 		case <-ctx.Done():
@@ -189,6 +198,13 @@ func (rd *reader) lingering() (context.Context, context.CancelFunc) {
 
 // add appends rec to b, routed by the partition function if there is one.
 func (rd *reader) add(b *batch, rec source.Record) error {
+	if rd.skip != nil {
+		var drop bool
+		if drop, rd.skip = rd.skip.skips(rec.Origin); drop {
+			b.skipped++
+			return nil
+		}
+	}
 	if rd.partition != nil {
 		i := rd.partition(rec.Value, rd.subtasks)
 		if i < 0 || i >= rd.subtasks {

@@ -1,11 +1,13 @@
 package recovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/filesink/filesink/vfs"
@@ -117,4 +119,54 @@ func (s *DirStore) SetJobID(ctx context.Context, id string) error {
 		return fmt.Errorf("job id: keep it in %s: %w", name, err)
 	}
 	return nil
+}
+
+// JobRecords implements Store: the files DIR/job-<version>.json.
+func (s *DirStore) JobRecords(ctx context.Context) ([]*JobRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ents, err := s.fs.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store %s: %w", s.dir, err)
+	}
+	var out []*JobRecord
+	for _, e := range ents {
+		v, ok := ParseJobRecordName(e.Name())
+		if !ok || e.IsDir() {
+			continue
+		}
+		name := filepath.Join(s.dir, e.Name())
+		b, err := vfs.ReadFile(s.fs, name)
+		if err != nil {
+			return nil, fmt.Errorf("job record: %w", err)
+		}
+		r, err := DecodeJobRecord(name, v, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *JobRecord) int { return cmp.Compare(a.Version, b.Version) })
+	return out, nil
+}
+
+// AddJobRecord implements Store: written as a record is (temp file,
+// fsync, no-replace rename, directory fsync).
+func (s *DirStore) AddJobRecord(ctx context.Context, r *JobRecord) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.writable(); err != nil {
+		return err
+	}
+	b, err := EncodeJobRecord(r)
+	if err != nil {
+		return err
+	}
+	name := filepath.Join(s.dir, JobRecordName(r.Version))
+	if err := s.publish("job", name, b); err != nil {
+		return fmt.Errorf("job record %s: %w", name, err)
+	}
+	return s.fs.SyncDir(s.dir)
 }

@@ -66,6 +66,15 @@ type Store interface {
 	// JobIDLocation names where the id is kept, for messages
 	// ("/state/JOB", "s3://bucket/prefix/JOB"). It must do no I/O.
 	JobIDLocation() string
+	// JobRecords returns the versions of the store's job record, oldest
+	// first (none: a store no run has checked its identity in). A record
+	// that does not decode is a *CorruptError.
+	JobRecords(ctx context.Context) ([]*JobRecord, error)
+	// AddJobRecord writes version r.Version of the job record. It must
+	// never replace one: if that version exists, the error matches
+	// fs.ErrExist. A nil error guarantees that r is durable: JobRecords
+	// returns it, also after a crash.
+	AddJobRecord(ctx context.Context, r *JobRecord) error
 }
 
 // Latest returns the newest record of s, or (nil, nil) when s is empty. A

@@ -118,6 +118,8 @@ type runFlags struct {
 	mysql                                                        mysqlFlags
 	http                                                         httpFlags
 	guarantee                                                    string
+	allowChange                                                  string
+	resumeFromOutput                                             bool
 	config, metricsAddr                                          string
 
 	metrics *metrics.Metrics // nil without --metrics-addr
@@ -160,6 +162,10 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.mysql.register(fs)
 	f.http.register(fs)
 	fs.StringVar(&f.guarantee, "guarantee", "", "delivery guarantee: exactly-once (file, s3, mysql sinks: the default), at-least-once (file and s3 sinks: parts published as they roll; http sinks: the default) or at-most-once (http sinks)")
+	fs.StringVar(&f.allowChange, "allow-change", "", "go on although the job differs from the one its state records in these `FIELDS` "+
+		"(comma-separated: source, sink, format, schema, bucketing); the change is kept in the state's job record")
+	fs.BoolVar(&f.resumeFromOutput, "resume-from-output", false, "file and S3 sinks, when the state was lost: rebuild what the output holds from its "+
+		"commit manifests, read the source from the beginning and skip those records (the way out of a lost state)")
 	fs.StringVar(&f.config, "config", "", "read settings from the YAML `FILE` (keys: flag names; see Settings above); default: FILESINK_CONFIG")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://`HOST:PORT`/metrics, and /healthz and /readyz "+
 		"(ready: recovered, and a checkpoint completed within 3 x --checkpoint-interval); default: off")
@@ -293,6 +299,9 @@ func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *s
 			job.cfg.Sinks[i] = m.WrapSink(s)
 		}
 		job.cfg.Events = pipeline.TeeEventListener(job.cfg.Events, m.Events())
+	}
+	if err := f.startChecks(job, spec); err != nil {
+		return err
 	}
 	res, err := spec.Run(ctx, job.cfg)
 	prog.finish()

@@ -2,8 +2,12 @@ package s3
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -61,4 +65,68 @@ func (s *Store) SetJobID(ctx context.Context, id string) error {
 		}
 		return nil
 	}
+}
+
+// JobRecords implements recovery.Store: the objects PREFIX/job-<version>.json.
+func (s *Store) JobRecords(ctx context.Context) ([]*recovery.JobRecord, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	var out []*recovery.JobRecord
+	p := s3api.NewListObjectsV2Paginator(s.client, &s3api.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.dir() + "job-"), Delimiter: aws.String("/")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx, s.call())
+		if err != nil {
+			return nil, fmt.Errorf("job record: %s: %w", s.Location(), err)
+		}
+		for _, o := range page.Contents {
+			key := aws.ToString(o.Key)
+			v, ok := recovery.ParseJobRecordName(strings.TrimPrefix(key, s.dir()))
+			if !ok {
+				continue
+			}
+			b, err := s.read(ctx, key)
+			if err != nil {
+				return nil, fmt.Errorf("job record: %s: %w", s.url(key), err)
+			}
+			r, err := recovery.DecodeJobRecord(s.url(key), v, b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *recovery.JobRecord) int { return cmp.Compare(a.Version, b.Version) })
+	return out, nil
+}
+
+// AddJobRecord implements recovery.Store: the version's object is written
+// once (If-None-Match: *); an existing one is an error matching
+// fs.ErrExist.
+func (s *Store) AddJobRecord(ctx context.Context, r *recovery.JobRecord) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	b, err := recovery.EncodeJobRecord(r)
+	if err != nil {
+		return err
+	}
+	key := s.dir() + recovery.JobRecordName(r.Version)
+	in := &s3api.PutObjectInput{
+		Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b))),
+		ContentType:          aws.String("application/json"),
+		ServerSideEncryption: s.o.sseType(), SSEKMSKeyId: s.o.kmsKey(),
+	}
+	exists, err := s.putIfAbsent(ctx, in, b)
+	switch {
+	case err != nil:
+		return fmt.Errorf("job record: write %s: %w", s.url(key), err)
+	case exists:
+		got, gerr := s.read(ctx, key)
+		if gerr == nil && bytes.Equal(got, b) {
+			return nil // our own write, whose reply was lost
+		}
+		return fmt.Errorf("job record: %s was written meanwhile: %w", s.url(key), fs.ErrExist)
+	}
+	return nil
 }

@@ -1,0 +1,177 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
+)
+
+// ErrLostState is matched by the error of a run whose checkpoint store
+// holds no record while its output already holds what an earlier run
+// published (a *LostStateError).
+var ErrLostState = errors.New("the state holds no checkpoint but the output holds published data")
+
+// LostStateError is a run that would start from the beginning of its
+// source (its store holds no checkpoint record) into an output that
+// already holds commit manifests or files: the state of the job that
+// wrote them was lost or is elsewhere, and a run from the beginning would
+// publish their records a second time.
+type LostStateError struct {
+	State     string // the store's location
+	Output    string // the output's manifest directory
+	Manifests int
+	Files     int // files the manifests list
+	Unlisted  int // visible files no manifest lists
+}
+
+func (e *LostStateError) Error() string {
+	return fmt.Sprintf("state %s holds no checkpoint, but output %s already holds %d commit manifests listing %d files (and %d files no manifest lists): "+
+		"a run from the beginning would publish their records again; if this job's state is elsewhere pass it with --state, "+
+		"if it was lost run with --resume-from-output, if this is a new job use an empty --sink",
+		e.State, e.Output, e.Manifests, e.Files, e.Unlisted)
+}
+
+// Is makes a *LostStateError match ErrLostState.
+func (e *LostStateError) Is(target error) bool { return target == ErrLostState }
+
+// checkStart checks the run against its store before anything is
+// written: the job's identity (Config.Identity), and, when the store
+// holds no checkpoint, that the output holds nothing published
+// (Config.Output) or, with Config.ResumeFromOutput, what it holds, which
+// the run then skips.
+func (r *runner) checkStart(ctx context.Context) error {
+	cfg := &r.cfg
+	if cfg.Identity != nil {
+		rec, err := recovery.CheckIdentity(ctx, cfg.Store, *cfg.Identity, cfg.AllowChange)
+		if err != nil {
+			return err
+		}
+		if len(rec.Changed) > 0 && rec.Identity == *cfg.Identity {
+			cfg.Logger.Info("job record", "version", rec.Version, "changed", rec.Changed, "state", cfg.Store.Location())
+		}
+	}
+	if cfg.Output == nil && !cfg.ResumeFromOutput {
+		return nil
+	}
+	ids, err := cfg.Store.List(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		if cfg.ResumeFromOutput {
+			return fmt.Errorf("resume from output: state %s holds checkpoints (the newest is %d): it is not lost; run without --resume-from-output", cfg.Store.Location(), ids[len(ids)-1])
+		}
+		return nil
+	}
+	if cfg.Output == nil {
+		return errors.New("resume from output: the sink has no output to read (only file and S3 sinks do)")
+	}
+	pub, err := filesink.ReadPublished(ctx, cfg.Output, cfg.DeadLetter)
+	if err != nil {
+		return fmt.Errorf("read the output: %w", err)
+	}
+	if pub.Empty() {
+		return nil
+	}
+	if !cfg.ResumeFromOutput {
+		return &LostStateError{State: cfg.Store.Location(), Output: pub.Output, Manifests: pub.Manifests, Files: pub.Files, Unlisted: len(pub.Unlisted)}
+	}
+	return r.resumeFromOutput(pub)
+}
+
+// resumeFromOutput sets the run up to skip what the output holds.
+func (r *runner) resumeFromOutput(pub *filesink.Published) error {
+	if len(pub.Unlisted) > 0 {
+		return fmt.Errorf("resume from output: %s is not listed in any commit manifest (%d such files): it was published by a checkpoint whose commit was interrupted, "+
+			"or is not this sink's; move it out of the output (its records are read again) and rerun", pub.Unlisted[0], len(pub.Unlisted))
+	}
+	set, err := pub.SkipSet()
+	if err != nil {
+		return fmt.Errorf("resume from output: %w", err)
+	}
+	r.skip = newSkipState(set)
+	r.firstID = pub.Checkpoint + 1
+	r.cfg.Logger.Info("resuming from the output's manifests", "manifests", pub.Manifests, "files", pub.Files, "records", pub.Records,
+		"inputs", len(set), "first checkpoint", r.firstID)
+	return nil
+}
+
+// skipState is the set of source records that the output already holds
+// and that the reader drops: what a run that resumed from its output
+// skips, input by input, as sorted, disjoint, inclusive ranges. The
+// reader drops the ranges it has passed (the records of an input are read
+// in ascending number). A skipState is never modified: a change makes a
+// new one, so that a batch can carry the state at its end.
+type skipState struct {
+	ranges map[string][][2]int64
+}
+
+func newSkipState(m map[string][][2]int64) *skipState {
+	if len(m) == 0 {
+		return nil
+	}
+	return &skipState{ranges: m}
+}
+
+// skips reports whether o is to be dropped, and returns the state after
+// it (s itself when unchanged; nil when nothing is left to skip).
+func (s *skipState) skips(o source.Origin) (bool, *skipState) {
+	rs, ok := s.ranges[o.Name]
+	if !ok {
+		return false, s
+	}
+	i := 0
+	for i < len(rs) && rs[i][1] < o.Num {
+		i++
+	}
+	next := s
+	if i > 0 {
+		m := maps.Clone(s.ranges)
+		if i == len(rs) {
+			delete(m, o.Name)
+		} else {
+			m[o.Name] = rs[i:]
+		}
+		next = newSkipState(m)
+		rs = rs[i:]
+	}
+	return len(rs) > 0 && rs[0][0] <= o.Num, next
+}
+
+// skipKey starts the encoding of a checkpoint position that carries a
+// skip set: {"filesink_skip":{...},"source":<the source's position>}.
+const skipKey = `{"filesink_skip":`
+
+type skipPosition struct {
+	Skip   map[string][][2]int64 `json:"filesink_skip"`
+	Source json.RawMessage       `json:"source,omitempty"`
+}
+
+// encodePosition is the position a checkpoint records: the source's, with
+// the skip set around it while there is one.
+func encodePosition(pos json.RawMessage, s *skipState) (json.RawMessage, error) {
+	if s == nil {
+		return pos, nil
+	}
+	return json.Marshal(skipPosition{Skip: s.ranges, Source: pos})
+}
+
+// decodePosition splits a checkpoint's position into the source's and the
+// skip set.
+func decodePosition(raw json.RawMessage) (json.RawMessage, *skipState, error) {
+	if !bytes.HasPrefix(raw, []byte(skipKey)) {
+		return raw, nil, nil
+	}
+	var p skipPosition
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint position: %w", err)
+	}
+	return p.Source, newSkipState(p.Skip), nil
+}
