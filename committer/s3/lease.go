@@ -369,7 +369,7 @@ func (s *Store) renewLoop(ctx context.Context, done chan struct{}) {
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, max(ttl/3, time.Second))
+		rctx, cancel := context.WithTimeout(ctx, renewTimeout(ttl))
 		err := s.renew(rctx)
 		cancel()
 		failed = err != nil
@@ -384,6 +384,10 @@ func (s *Store) renewLoop(ctx context.Context, done chan struct{}) {
 		}
 	}
 }
+
+// renewTimeout bounds one renewal (its write and the read that resolves
+// an unknown outcome).
+func renewTimeout(ttl time.Duration) time.Duration { return max(ttl/3, time.Second) }
 
 // renew writes the next version of the lease over the last one. An error
 // matching ErrLeaseLost means another run holds it now; another error
@@ -478,7 +482,8 @@ func (s *Store) leaseGuard(ctx context.Context) (context.Context, context.Cancel
 	ttl := s.o.leaseTTL
 	var rerr error
 	if time.Since(renewed) >= ttl/3 {
-		rctx, cancel := context.WithDeadline(ctx, renewed.Add(ttl-ttl/3))
+		// A conditional write: safe at any time, also long after a pause.
+		rctx, cancel := context.WithTimeout(ctx, renewTimeout(ttl))
 		rerr = s.renew(rctx)
 		cancel()
 		if errors.Is(rerr, ErrLeaseLost) {
