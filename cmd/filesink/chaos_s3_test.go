@@ -6,9 +6,9 @@ package main
 // so that the local test's checks (chaosOutput: whole generated records,
 // names, buckets, no duplicate, nothing visible before it is decided) run
 // unchanged on them; the S3 side adds: a finished object never changes or
-// disappears (size and ETag), nothing but checkpoint records and staging
-// objects is hidden under the prefix, and at the end no incomplete
-// multipart upload and no unreferenced staging object is left.
+// disappears (size and ETag), nothing but checkpoint records, the state's
+// lease and staging objects is hidden under the prefix, and at the end no
+// incomplete multipart upload and no unreferenced staging object is left.
 
 import (
 	"encoding/json"
@@ -230,7 +230,7 @@ func s3HiddenKey(rel string) bool {
 }
 
 var (
-	s3RecordName  = regexp.MustCompile(`^_filesink/(ckpt-[0-9]{20}|manifests/[0-9]{20}-[a-z]+-[0-9]+\.json)$`)
+	s3RecordName  = regexp.MustCompile(`^_filesink/(ckpt-[0-9]{20}|LEASE|manifests/[0-9]{20}-[a-z]+-[0-9]+\.json)$`)
 	s3NoUploads   = regexp.MustCompile(`(?m)^0 upload\(s\)$`)
 	s3StagingName = regexp.MustCompile(`^` + s3sink.StagingDir + `/(.+/)?\.[^/]+(\.upload|\.tail-[0-9a-f]{16})$`)
 )
@@ -238,7 +238,8 @@ var (
 // update mirrors the objects published since the last call and runs the
 // local chaos checks on them (see chaosOutput.update), after checking what
 // only S3 shows: finished objects never change or disappear, and the hidden
-// objects are checkpoint records and staging objects only.
+// objects are checkpoint records, the state's lease and staging objects
+// only.
 func (c *s3Chaos) update(run int, decided int64) int {
 	t, ctx := c.t, c.t.Context()
 	t.Helper()
@@ -286,7 +287,7 @@ func (c *s3Chaos) update(run int, decided int64) int {
 	}
 	if len(odd) > 0 {
 		slices.Sort(odd)
-		t.Errorf("after run %d: hidden objects that are neither checkpoint records nor staging objects: %v", run, odd[:min(10, len(odd))])
+		t.Errorf("after run %d: hidden objects that are not checkpoint records, the lease or staging objects: %v", run, odd[:min(10, len(odd))])
 	}
 	return c.check.update(run, decided)
 }

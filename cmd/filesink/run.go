@@ -252,20 +252,23 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 
 // run opens the job's store and sinks, runs it, and logs its totals.
 func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *slog.Logger, stderr io.Writer, sig <-chan os.Signal) error {
-	// The open store holds the state directory's lock: two processes never
-	// run on one checkpoint directory. (On S3, each record is written with
-	// a conditional put: a second process cannot decide the same
-	// checkpoint.)
+	// The open store excludes every other run on the state until its
+	// Close: it holds the state directory's lock, or the S3 state's lease,
+	// taken here, before recovery reads the records.
 	var client *s3api.Client
 	if job.target != nil {
 		client = job.target.client
 	}
 	var err error
-	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, client, true); err != nil {
+	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, client, true, log); err != nil {
 		return err
 	}
 	if c, ok := job.cfg.Store.(io.Closer); ok {
-		defer c.Close()
+		defer func() {
+			if err := c.Close(); err != nil {
+				log.Warn("close the checkpoint store", "state", job.cfg.Store.Location(), "err", err)
+			}
+		}()
 	}
 	if f.metrics != nil {
 		// Before recovery: /healthz answers and /readyz says "recovering"

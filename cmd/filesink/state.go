@@ -26,7 +26,7 @@ still pending at that checkpoint.`, stderr)
 	if *dir == "" {
 		return usageError("state: --state is required")
 	}
-	store, err := openStore(ctx, *dir, &s3f, nil, false)
+	store, err := openStore(ctx, *dir, &s3f, nil, false, nil)
 	if err != nil {
 		return err
 	}

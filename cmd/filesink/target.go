@@ -171,11 +171,13 @@ func openTarget(ctx context.Context, uri string, s3f *s3Flags, log *slog.Logger,
 }
 
 // openStore opens the checkpoint store at uri (a directory or
-// s3://BUCKET/PREFIX). With create set, a local directory is made if
-// needed and locked until the store's Close (a directory that another
-// process holds is an error); otherwise it must exist and is opened
-// read-only, without the lock.
-func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Client, create bool) (recovery.Store, error) {
+// s3://BUCKET/PREFIX). With create set, it is opened for a run, which
+// excludes every other run: a local directory is made if needed and locked
+// until the store's Close; an S3 prefix's lease (PREFIX/LEASE) is taken
+// and renewed until Close. A state that another process holds is an error
+// naming it. Otherwise the store must exist and is opened read-only,
+// without the lock or the lease. log gets the S3 lease's messages.
+func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Client, create bool, log *slog.Logger) (recovery.Store, error) {
 	if !isS3(uri) {
 		dir, err := localPath(uri, "--state")
 		if err != nil {
@@ -202,5 +204,19 @@ func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Clie
 			return nil, err
 		}
 	}
-	return s3sink.NewStore(client, bucket, prefix)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s, err := s3sink.NewStore(client, bucket, prefix, s3sink.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	if !create {
+		return s, nil
+	}
+	// Before recovery reads the records: a second run is refused here.
+	if err := s.Acquire(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }

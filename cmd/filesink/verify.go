@@ -90,7 +90,7 @@ func verifyState(ctx context.Context, t *target, state, prefix string, noManifes
 	if stateURI == "" {
 		stateURI = t.stateURI
 	}
-	store, err := openStore(ctx, stateURI, s3f, t.client, false)
+	store, err := openStore(ctx, stateURI, s3f, t.client, false, nil)
 	var ids []uint64
 	if err == nil {
 		ids, err = store.List(ctx)

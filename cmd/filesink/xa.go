@@ -199,7 +199,7 @@ func stateJob(ctx context.Context, stateURI string, s3f *s3Flags) (string, error
 			return "", fmt.Errorf("state directory %s: %w", dir, err)
 		}
 	}
-	store, err := openStore(ctx, stateURI, s3f, nil, false)
+	store, err := openStore(ctx, stateURI, s3f, nil, false, nil)
 	if err != nil {
 		return "", err
 	}
@@ -222,7 +222,7 @@ func stateInUse(ctx context.Context, dir string) bool {
 // decidedBranches returns the xids (GTRID/BQUAL) of the MySQL branches
 // that the retained checkpoint records at stateURI reference.
 func decidedBranches(ctx context.Context, stateURI string, s3f *s3Flags) (map[string]bool, error) {
-	store, err := openStore(ctx, stateURI, s3f, nil, false)
+	store, err := openStore(ctx, stateURI, s3f, nil, false, nil)
 	if err != nil {
 		return nil, err
 	}

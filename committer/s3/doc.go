@@ -16,6 +16,8 @@
 //	_filesink-staging/DIR/.NAME.tail-<16 hex>     a tail object of the target
 //	_filesink/ckpt-<20-digit id>                  checkpoint records (the CLI's default
 //	                                              state location; any prefix works)
+//	_filesink/LEASE                               the lease of the run that holds the
+//	                                              state (Store.Acquire)
 //
 // The multipart upload of target DIR/NAME is created on its final key, so
 // nothing is visible under that key before CompleteMultipartUpload. Staging
@@ -166,6 +168,23 @@
 // reply was lost is resolved by the verified re-commit above, on retry or
 // after a restart. Errors that must not be retried (data loss, another
 // object in the way, a malformed record) match committer.IsPermanent.
+//
+// # Exclusion
+//
+// A Store keeps a second run off its prefix with a lease (Store.Acquire):
+// the object PREFIX/LEASE, written only with If-None-Match: * or If-Match
+// on the ETag last read, renewed every third of its TTL (WithLeaseTTL,
+// default 30 s), released by Close. Another run takes it over when it was
+// released, when its holder ran on the same host and its process is gone,
+// or when it stayed unchanged for a TTL on the new run's monotonic clock;
+// else Acquire fails with a *LeaseError (ErrStateInUse). Before every
+// record it writes, the holder checks that its last renewal started less
+// than two thirds of the TTL ago and bounds the write by that; a lease
+// found taken over fences the store (ErrLeaseLost). The exclusion assumes
+// bounded clock rates and network delays, not synchronized clocks; a
+// fencing token checked by the store itself (epoch fencing of a per-lane
+// HEAD object) will replace it when a job scales out to several
+// processes.
 //
 // # Cleanup
 //

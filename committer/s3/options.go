@@ -78,6 +78,11 @@ type options struct {
 	retryer     aws.Retryer
 	keepRetryer bool
 
+	// NewStore only.
+	leaseTTL  time.Duration
+	leaseHost string // the lease holder's host name ("": os.Hostname), for tests
+	leasePID  int    // the lease holder's pid (0: os.Getpid), for tests
+
 	// NewClient only.
 	endpoint    string
 	pathStyle   bool
@@ -91,7 +96,7 @@ func defaultOptions() options {
 	return options{
 		partSize: DefaultPartSize, concurrency: DefaultConcurrency, maxParts: MaxParts,
 		spillDir: os.TempDir(), checksums: true, log: slog.New(slog.DiscardHandler),
-		maxAttempts: DefaultMaxAttempts, maxBackoff: DefaultMaxBackoff,
+		maxAttempts: DefaultMaxAttempts, maxBackoff: DefaultMaxBackoff, leaseTTL: DefaultLeaseTTL,
 	}
 }
 
@@ -184,6 +189,12 @@ func WithRetryer(r aws.Retryer) Option {
 	return optionFunc(func(o *options) { o.retryer, o.keepRetryer = r, r == nil })
 }
 
+// WithLeaseTTL sets the TTL of the store's lease (default
+// DefaultLeaseTTL, from MinLeaseTTL to MaxLeaseTTL; see Store.Acquire): it
+// is renewed every third of it, and a run that died on another host keeps
+// other runs off the state for about that long. NewStore only.
+func WithLeaseTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.leaseTTL = d }) }
+
 // WithEndpoint sets the S3 endpoint URL of NewClient, such as
 // "http://127.0.0.1:9000" for MinIO (default: AWS_ENDPOINT_URL_S3 or
 // AWS_ENDPOINT_URL from the environment or the profile, read by the SDK,
@@ -270,6 +281,9 @@ func (o *options) validate() error {
 	}
 	if o.maxBackoff <= 0 {
 		bad("max backoff %v is not positive", o.maxBackoff)
+	}
+	if o.leaseTTL < MinLeaseTTL || o.leaseTTL > MaxLeaseTTL {
+		bad("lease TTL %v is outside [%v, %v]", o.leaseTTL, MinLeaseTTL, MaxLeaseTTL)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("s3: invalid options: %w", errors.Join(errs...))

@@ -22,13 +22,16 @@ import (
 // recovery.DirStore: each checkpoint record is one object
 // "PREFIX/ckpt-<20-digit id>", written once with If-None-Match: * (never
 // overwritten; a PUT that S3 acknowledged is durable and atomic: a record
-// is absent or complete), encoded and checksummed by recovery.Encode. Safe
-// for concurrent use.
+// is absent or complete), encoded and checksummed by recovery.Encode.
+// Beside them, PREFIX/LEASE keeps other runs off the store once Acquire
+// took it (see Acquire), and PREFIX/JOB the job id. Safe for concurrent
+// use.
 type Store struct {
 	client *s3api.Client
 	bucket string
 	prefix string
 	o      options
+	lease  lease
 }
 
 var _ recovery.Store = (*Store)(nil)
@@ -40,9 +43,11 @@ const maxRecord = 1<<30 + 64
 
 // NewStore returns a checkpoint store in s3://bucket/prefix (leading and
 // trailing slashes of prefix are ignored). Of the options, WithSSES3,
-// WithSSEKMS, WithIntegrity, WithPartChecksums, WithRetryer and WithLogger
-// apply; all are validated. A nil error means the arguments are valid (the
-// store is not contacted).
+// WithSSEKMS, WithIntegrity, WithPartChecksums, WithRetryer, WithLogger
+// and WithLeaseTTL apply; all are validated. A nil error means the
+// arguments are valid (the store is not contacted). The store takes no
+// lease until Acquire: without it, it only reads, or writes without
+// excluding other runs.
 func NewStore(client *s3api.Client, bucket, prefix string, opts ...Option) (*Store, error) {
 	s := &Store{client: client, bucket: bucket}
 	s.o = defaultOptions()
@@ -94,7 +99,9 @@ func (s *Store) check(ctx context.Context) error { return ctx.Err() }
 // Put implements recovery.Store. A nil error means the record is durable.
 // A record with the same id is an error, and is never replaced; a record
 // found with the same bytes (an attempt whose reply was lost wrote it) is
-// success.
+// success. With a lease (Acquire), the lease is checked first and the
+// write must end within its safe time (see Acquire); a lost or released
+// lease is an error matching ErrLeaseLost, and nothing is written.
 func (s *Store) Put(ctx context.Context, c *recovery.Checkpoint) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -105,14 +112,29 @@ func (s *Store) Put(ctx context.Context, c *recovery.Checkpoint) error {
 	}
 	key := s.key(c.ID)
 	in := &s3api.PutObjectInput{
-		Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b))),
+		Bucket: &s.bucket, Key: &key, ContentLength: aws.Int64(int64(len(b))),
 		ContentType:          aws.String("application/octet-stream"),
 		ServerSideEncryption: s.o.sseType(), SSEKMSKeyId: s.o.kmsKey(),
 	}
 	if s.o.checksums {
 		in.ChecksumCRC32 = crcBase64(crc32.ChecksumIEEE(b))
 	}
-	exists, err := s.putIfAbsent(ctx, in, b)
+	var exists bool
+	for attempt := 1; ; attempt++ {
+		pctx, cancel, gerr := s.leaseGuard(ctx)
+		if gerr != nil {
+			return fmt.Errorf("write checkpoint %d: %w", c.ID, gerr)
+		}
+		in.Body = bytes.NewReader(b)
+		exists, err = s.putIfAbsent(pctx, in, b)
+		cut := err != nil && pctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if !cut || attempt == 3 {
+			break
+		}
+		// The lease's deadline cut the write off: renew, then write again
+		// (an attempt that landed is found with the same bytes).
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("write checkpoint %d to %s: %w", c.ID, s.Location(), err)
@@ -156,7 +178,9 @@ func (s *Store) putIfAbsent(ctx context.Context, in *s3api.PutObjectInput, b []b
 func (s *Store) url(key string) string { return "s3://" + s.bucket + "/" + key }
 
 // List implements recovery.Store: the ids in ascending order. An object
-// named "ckpt-..." without a 20-digit id is a *recovery.CorruptError.
+// named "ckpt-..." without a 20-digit id is a *recovery.CorruptError;
+// objects beside the records with other names (LEASE, JOB) are not
+// records and are not listed.
 func (s *Store) List(ctx context.Context) ([]uint64, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -220,10 +244,14 @@ func (s *Store) read(ctx context.Context, key string) ([]byte, error) {
 }
 
 // Delete implements recovery.Store; deleting a missing record is not an
-// error.
+// error. A store whose lease is lost or released deletes nothing (an error
+// matching ErrLeaseLost).
 func (s *Store) Delete(ctx context.Context, id uint64) error {
 	if err := s.check(ctx); err != nil {
 		return err
+	}
+	if err := s.leaseFenced(); err != nil {
+		return fmt.Errorf("delete checkpoint %d: %w", id, err)
 	}
 	key := s.key(id)
 	_, err := s.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &s.bucket, Key: &key}, s.call())

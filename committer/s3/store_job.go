@@ -38,10 +38,15 @@ func (s *Store) JobID(ctx context.Context) (string, error) {
 
 // SetJobID implements recovery.Store: PREFIX/JOB is written once, as
 // a record is (If-None-Match: *, or a check first where the store has no
-// conditional writes); an object found with the same id is success.
+// conditional writes); an object found with the same id is success. A
+// store whose lease is lost or released writes nothing (an error matching
+// ErrLeaseLost).
 func (s *Store) SetJobID(ctx context.Context, id string) error {
 	if err := s.check(ctx); err != nil {
 		return err
+	}
+	if err := s.leaseFenced(); err != nil {
+		return fmt.Errorf("job id: %w", err)
 	}
 	key, b := s.jobKey(), []byte(id+"\n")
 	in := &s3api.PutObjectInput{
