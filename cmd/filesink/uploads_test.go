@@ -242,6 +242,7 @@ func TestUploadsListShowsReferenced(t *testing.T) {
 	}
 	want := fmt.Sprintf("referenced by checkpoint %d (filesink/0, in progress)", ref.checkpoint)
 	r := list()
+	t.Logf("uploads list:\n%s", r.stdout)
 	if got := row(r, ref.key); !strings.Contains(got, ref.uploadID) || !strings.HasSuffix(got, want) {
 		t.Errorf("the job's upload: row %q, want %q", got, want)
 	}
