@@ -30,39 +30,37 @@ type Auditor struct {
 }
 
 // Audit runs the checks and returns every violation found, each naming
-// the file, manifest or range concerned. A nil error with no violation
-// means the output is exactly what its manifests describe; an error means
-// the audit could not run (an unreadable manifest, a listing that failed).
+// the file, manifest or range concerned. A manifest that does not parse,
+// or is of another version (a newer filesink wrote it), is a violation
+// naming it, and the audit goes on with the others (the files it lists
+// are then reported as listed in no manifest). A nil error with no
+// violation means the output is exactly what its manifests describe; an
+// error means the audit could not run (a manifest that cannot be read, a
+// listing that failed).
 func (a Auditor) Audit(ctx context.Context) ([]recovery.Violation, error) {
 	ms := a.Output
-	manifests, err := ReadManifests(ctx, ms)
+	manifests, bad, err := readManifests(ctx, ms)
 	if err != nil {
 		return nil, err
 	}
-	var out []recovery.Violation
-	add := func(where, format string, args ...any) {
-		out = append(out, recovery.Violation{Where: where, Problem: fmt.Sprintf(format, args...)})
+	au := &audit{Auditor: a, files: map[fileKey]listed{}, seen: map[fileKey]bool{}, badManifests: len(bad)}
+	for _, b := range bad {
+		au.add(b.where, "%s", b.problem)
 	}
-	type listed struct {
-		m *Manifest
-		f *ManifestFile
-	}
-	files := map[fileKey]listed{}
 	for _, m := range manifests {
 		for i := range m.Files {
 			f := &m.Files[i]
 			k := fileKey{f.DeadLetter, f.Path}
-			if prev, dup := files[k]; dup {
-				add(a.location(k), "listed in two manifests, %s and %s", ms.MetaLocation(prev.m.Name), ms.MetaLocation(m.Name))
+			if prev, dup := au.files[k]; dup {
+				au.add(a.location(k), "listed in two manifests, %s and %s", ms.MetaLocation(prev.m.Name), ms.MetaLocation(m.Name))
 				continue
 			}
-			files[k] = listed{m, f}
+			au.files[k] = listed{m, f}
 		}
 	}
-	if len(manifests) == 0 {
-		add(ms.MetaLocation(ManifestDir), "no commit manifest")
+	if len(manifests) == 0 && len(bad) == 0 {
+		au.add(ms.MetaLocation(ManifestDir), "no commit manifest")
 	}
-	seen := map[fileKey]bool{}
 	for _, dl := range []bool{false, true} {
 		be := a.Output
 		if dl {
@@ -71,53 +69,84 @@ func (a Auditor) Audit(ctx context.Context) ([]recovery.Violation, error) {
 		if be == nil {
 			continue
 		}
-		fl := be
-		err := fl.ListFiles(ctx, func(target string, size int64) error {
-			k := fileKey{dl, target}
-			seen[k] = true
-			l, ok := files[k]
-			if !ok {
-				hint := ""
-				if strings.HasSuffix(target, stagingSuffix) || strings.Contains(target, ".part-") {
-					hint = " (an in-progress staging file made visible?)"
-				}
-				add(fl.FileLocation(target), "not listed in any manifest%s", hint)
-				return nil
-			}
-			where := fl.FileLocation(target)
-			if size != l.f.Size {
-				add(where, "has %d bytes; manifest %s lists %d", size, ms.MetaLocation(l.m.Name), l.f.Size)
-				return nil
-			}
-			crc, records, err := a.read(ctx, fl, l.f)
-			if err != nil {
-				add(where, "cannot be read: %v", err)
-				return nil
-			}
-			if got := fmt.Sprintf("%08x", crc); got != l.f.CRC32C {
-				add(where, "CRC-32C %s; manifest %s lists %s: the content changed", got, ms.MetaLocation(l.m.Name), l.f.CRC32C)
-			}
-			if records >= 0 && records != l.f.Records {
-				add(where, "holds %d records; manifest %s lists %d", records, ms.MetaLocation(l.m.Name), l.f.Records)
-			}
-			return nil
-		})
-		if err != nil {
+		if err := au.checkFiles(ctx, be, dl); err != nil {
 			return nil, err
 		}
 	}
 	var missing []fileKey
-	for k := range files {
-		if !seen[k] && (!k.dl || a.DeadLetter != nil) {
+	for k := range au.files {
+		if !au.seen[k] && (!k.dl || a.DeadLetter != nil) {
 			missing = append(missing, k)
 		}
 	}
 	slices.SortFunc(missing, func(x, y fileKey) int { return cmp.Compare(x.path, y.path) })
 	for _, k := range missing {
-		add(a.location(k), "listed in manifest %s but missing", ms.MetaLocation(files[k].m.Name))
+		au.add(a.location(k), "listed in manifest %s but missing", ms.MetaLocation(au.files[k].m.Name))
 	}
-	out = append(out, auditSources(manifests, a.location)...)
-	return out, nil
+	lostHint := ""
+	if len(bad) > 0 {
+		lostHint = " (or only in the files of a manifest that could not be used)"
+	}
+	au.out = append(au.out, auditSources(manifests, a.location, lostHint)...)
+	return au.out, nil
+}
+
+// listed is a file of a manifest.
+type listed struct {
+	m *Manifest
+	f *ManifestFile
+}
+
+// audit is the running state of one Audit.
+type audit struct {
+	Auditor
+	files        map[fileKey]listed // the files the manifests list
+	seen         map[fileKey]bool   // the files found in the output
+	badManifests int                // manifests that could not be used
+	out          []recovery.Violation
+}
+
+func (au *audit) add(where, format string, args ...any) {
+	au.out = append(au.out, recovery.Violation{Where: where, Problem: fmt.Sprintf(format, args...)})
+}
+
+// checkFiles checks every file of output fl (the dead-letter output if dl)
+// against the manifests' entries.
+func (au *audit) checkFiles(ctx context.Context, fl driver.Output, dl bool) error {
+	ms := au.Output
+	return fl.ListFiles(ctx, func(target string, size int64) error {
+		k := fileKey{dl, target}
+		au.seen[k] = true
+		l, ok := au.files[k]
+		if !ok {
+			hint := ""
+			switch {
+			case strings.HasSuffix(target, stagingSuffix) || strings.Contains(target, ".part-"):
+				hint = " (an in-progress staging file made visible?)"
+			case au.badManifests > 0:
+				hint = " (or only in a manifest that could not be used)"
+			}
+			au.add(fl.FileLocation(target), "not listed in any manifest%s", hint)
+			return nil
+		}
+		where := fl.FileLocation(target)
+		if size != l.f.Size {
+			au.add(where, "has %d bytes; manifest %s lists %d", size, ms.MetaLocation(l.m.Name), l.f.Size)
+			return nil
+		}
+		crc, records, err := au.read(ctx, fl, l.f)
+		if err != nil {
+			au.add(where, "cannot be read: %v", err)
+			return nil
+		}
+		if got := fmt.Sprintf("%08x", crc); got != l.f.CRC32C {
+			au.add(where, "CRC-32C %s; manifest %s lists %s: the content changed", got, ms.MetaLocation(l.m.Name), l.f.CRC32C)
+		}
+		if records >= 0 && records != l.f.Records {
+			au.add(where, "holds %d records; manifest %s lists %d", records, ms.MetaLocation(l.m.Name), l.f.Records)
+		}
+		return nil
+	})
 }
 
 // stagingSuffix ends the names of in-progress files of the local
@@ -169,8 +198,9 @@ type run struct {
 	file     string
 }
 
-// auditSources checks the source ranges of all manifests, input by input.
-func auditSources(manifests []*Manifest, location func(fileKey) string) []recovery.Violation {
+// auditSources checks the source ranges of all manifests, input by input;
+// lostHint is added to the reports of records in no file.
+func auditSources(manifests []*Manifest, location func(fileKey) string, lostHint string) []recovery.Violation {
 	type input struct {
 		runs    []run
 		coarse  bool
@@ -217,7 +247,7 @@ func auditSources(manifests []*Manifest, location func(fileKey) string) []recove
 			// Records of this input are spread over files at a finer grain
 			// than the manifests keep: compare the counts.
 			if span := in.last - in.start + 1; in.dense && in.records != span {
-				what := "lost"
+				what := "lost" + lostHint
 				if in.records > span {
 					what = "duplicated"
 				}
@@ -235,7 +265,7 @@ func auditSources(manifests []*Manifest, location func(fileKey) string) []recove
 					"records %d..%d are in both %s and %s: duplicated", r.from, min(r.to, prev.to), prev.file, r.file)})
 			} else if in.dense && r.from > next {
 				out = append(out, recovery.Violation{Where: "input " + name, Problem: fmt.Sprintf(
-					"records %d..%d are in no file: lost", next, r.from-1)})
+					"records %d..%d are in no file: lost%s", next, r.from-1, lostHint)})
 			}
 			if i == 0 || r.to > prev.to {
 				prev = r

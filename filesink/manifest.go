@@ -278,28 +278,56 @@ func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committable
 
 // ReadManifests returns the commit manifests of an output, in checkpoint
 // order (then by writer): following them, a reader sees each checkpoint's
-// files all at once. A manifest that cannot be read or parsed is an error
-// naming it.
+// files all at once. A manifest that cannot be read or parsed, or is of
+// another version, is an error naming it.
 func ReadManifests(ctx context.Context, ms driver.Output) ([]*Manifest, error) {
-	names, err := ms.ListMeta(ctx, ManifestDir)
+	out, bad, err := readManifests(ctx, ms)
 	if err != nil {
 		return nil, err
 	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("filesink: %s", bad[0])
+	}
+	return out, nil
+}
+
+// badManifest is a manifest that was read but cannot be used.
+type badManifest struct {
+	where   string // its location
+	problem string
+}
+
+func (b badManifest) String() string { return b.where + ": " + b.problem }
+
+// readManifests is ReadManifests that returns the manifests it cannot
+// parse, or of another version, apart instead of failing on the first; an
+// error means the manifests could not be listed or read.
+func readManifests(ctx context.Context, ms driver.Output) ([]*Manifest, []badManifest, error) {
+	names, err := ms.ListMeta(ctx, ManifestDir)
+	if err != nil {
+		return nil, nil, err
+	}
 	var out []*Manifest
+	var bad []badManifest
 	for _, name := range names {
 		if !strings.HasSuffix(name, ".json") {
 			continue
 		}
 		data, err := ms.GetMeta(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("filesink: read manifest %s: %w", ms.MetaLocation(name), err)
+			return nil, nil, fmt.Errorf("filesink: read manifest %s: %w", ms.MetaLocation(name), err)
 		}
 		var m Manifest
-		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, fmt.Errorf("filesink: manifest %s: %w", ms.MetaLocation(name), err)
-		}
-		if m.Version != ManifestVersion {
-			return nil, fmt.Errorf("filesink: manifest %s has version %d; this filesink reads version %d", ms.MetaLocation(name), m.Version, ManifestVersion)
+		switch err := json.Unmarshal(data, &m); {
+		case err != nil:
+			bad = append(bad, badManifest{ms.MetaLocation(name), fmt.Sprintf("corrupt commit manifest: %v", err)})
+			continue
+		case m.Version > ManifestVersion:
+			bad = append(bad, badManifest{ms.MetaLocation(name), fmt.Sprintf("commit manifest of version %d, written by a newer filesink; this filesink reads version %d", m.Version, ManifestVersion)})
+			continue
+		case m.Version != ManifestVersion:
+			bad = append(bad, badManifest{ms.MetaLocation(name), fmt.Sprintf("commit manifest of version %d; this filesink reads version %d", m.Version, ManifestVersion)})
+			continue
 		}
 		m.Name = name
 		out = append(out, &m)
@@ -310,5 +338,5 @@ func ReadManifests(ctx context.Context, ms driver.Output) ([]*Manifest, error) {
 		}
 		return cmp.Compare(a.Writer, b.Writer)
 	})
-	return out, nil
+	return out, bad, nil
 }

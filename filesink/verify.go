@@ -19,6 +19,55 @@ type Checker struct {
 	DeadLetter driver.Backend // may be nil
 	// Prefix is the part prefix of the sink (default "part").
 	Prefix string
+	// Partial says that the records given to CheckOutput are not all the
+	// retained ones (some could not be read, see recovery.Readable): an
+	// in-progress file that none of them references is then not reported
+	// as an orphan, since a missing record may reference it.
+	Partial bool
+}
+
+// PartRef is a part file that a checkpoint record of a filesink
+// participant references: an in-progress part (its resumable) or a
+// decided part waiting for its commit (its committable).
+type PartRef struct {
+	Checkpoint  uint64 // the record's id
+	Participant string // "filesink/0"
+	DeadLetter  bool   // a part of the dead-letter output
+	Pending     bool   // a committable; false: an in-progress part
+	// Part is the backend's resumable or committable (the driver's
+	// opaque description of the part's staging data).
+	Part json.RawMessage
+}
+
+// PartRefs returns the parts that the filesink participants of records
+// reference, record by record in the order given. An error names the
+// record and participant whose state or committable does not parse.
+func PartRefs(records []*recovery.Checkpoint) ([]PartRef, error) {
+	var out []PartRef
+	for _, ck := range records {
+		for _, p := range ck.Participants {
+			if !strings.HasPrefix(p.Name, "filesink/") {
+				continue
+			}
+			if p.State != nil {
+				var st state
+				if err := json.Unmarshal(p.State, &st); err != nil {
+					return nil, fmt.Errorf("checkpoint %d: bad state of %s: %w", ck.ID, p.Name, err)
+				}
+				for _, e := range st.Parts {
+					out = append(out, PartRef{Checkpoint: ck.ID, Participant: p.Name, DeadLetter: e.DeadLetter, Part: e.Part})
+				}
+			}
+			for _, pc := range p.Pending {
+				var e entry
+				if err := json.Unmarshal(pc.Data, &e); err != nil {
+					return nil, fmt.Errorf("checkpoint %d: bad committable of %s: %w", ck.ID, p.Name, err)
+				}
+				out = append(out, PartRef{Checkpoint: ck.ID, Participant: p.Name, DeadLetter: e.DeadLetter, Pending: true, Part: e.Part})
+			}
+		}
+	}
+	return out, nil
 }
 
 var _ recovery.Checker = Checker{}
@@ -52,45 +101,28 @@ func (c Checker) CheckCommitted(ctx context.Context, participant string, pc reco
 }
 
 // CheckOutput implements recovery.Checker: staging visible as output, and
-// hidden in-progress files of this sink that no retained record references.
+// hidden in-progress files of this sink that no retained record references
+// (unless Partial).
 func (c Checker) CheckOutput(ctx context.Context, retained []*recovery.Checkpoint) ([]recovery.Violation, error) {
 	prefix := c.Prefix
 	if prefix == "" {
 		prefix = "part"
 	}
+	refs, err := PartRefs(retained)
+	if err != nil {
+		return nil, err
+	}
 	referenced := map[bool]map[string]bool{false: {}, true: {}}
-	for _, ck := range retained {
-		for _, p := range ck.Participants {
-			if !strings.HasPrefix(p.Name, "filesink/") {
-				continue
-			}
-			var refs []entry
-			if p.State != nil {
-				var st state
-				if err := json.Unmarshal(p.State, &st); err != nil {
-					return nil, fmt.Errorf("checkpoint %d: bad state of %s: %w", ck.ID, p.Name, err)
-				}
-				refs = append(refs, st.Parts...)
-			}
-			for _, pc := range p.Pending {
-				var e entry
-				if err := json.Unmarshal(pc.Data, &e); err != nil {
-					return nil, fmt.Errorf("checkpoint %d: bad committable of %s: %w", ck.ID, p.Name, err)
-				}
-				refs = append(refs, e)
-			}
-			for _, e := range refs {
-				be, err := c.backend(e.DeadLetter)
-				if err != nil {
-					return nil, err
-				}
-				_, staging, err := be.Describe(e.Part)
-				if err != nil {
-					return nil, err
-				}
-				referenced[e.DeadLetter][staging] = true
-			}
+	for _, r := range refs {
+		be, err := c.backend(r.DeadLetter)
+		if err != nil {
+			return nil, err
 		}
+		_, staging, err := be.Describe(r.Part)
+		if err != nil {
+			return nil, err
+		}
+		referenced[r.DeadLetter][staging] = true
 	}
 	var out []recovery.Violation
 	for _, dl := range []bool{false, true} {
@@ -110,7 +142,7 @@ func (c Checker) CheckOutput(ctx context.Context, retained []*recovery.Checkpoin
 		}
 		for _, s := range staging {
 			name := s[strings.LastIndexByte(s, '/')+1:]
-			if strings.HasPrefix(name, "."+prefix+"-") && !referenced[dl][s] {
+			if !c.Partial && strings.HasPrefix(name, "."+prefix+"-") && !referenced[dl][s] {
 				out = append(out, recovery.Violation{Where: s, Problem: "orphaned in-progress file: no retained checkpoint references it (the next run sweeps it)"})
 			}
 		}

@@ -15,6 +15,9 @@
 // error matching [ErrCorruptCheckpoint] that names the file; a record of a
 // newer format version gives [ErrUnsupportedVersion]. Neither is ever skipped
 // silently: falling back to an older record could publish duplicates.
+// [Latest] and [Retained], which a run uses, refuse any defective record;
+// [Readable], for tools that only inspect a store, returns the good records
+// and names the defective ones apart.
 //
 // # Durability
 //

@@ -105,6 +105,37 @@ func Retained(ctx context.Context, s Store) ([]*Checkpoint, error) {
 	return out, nil
 }
 
+// Readable reads every stored record that it can, oldest first, and returns
+// the defective ones apart, each a *CorruptError naming its record (a
+// record of an unsupported format version included). It is for the tools
+// that inspect a store (filesink state, verify, uploads), which report a
+// defective record and go on with the others; a run must not, and uses
+// Latest and Retained, which refuse any defective record. A record deleted
+// between the listing and its reading (a running job pruned it) is left
+// out. A nil error guarantees that every listed record is in good or bad,
+// or was deleted meanwhile; an error (the store cannot be listed, a name in
+// it is not a record's, a read failed) returns nothing else.
+func Readable(ctx context.Context, s Store) (good []*Checkpoint, bad []*CorruptError, err error) {
+	ids, err := s.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, id := range ids {
+		c, err := s.Get(ctx, id)
+		var ce *CorruptError
+		switch {
+		case err == nil:
+			good = append(good, c)
+		case errors.As(err, &ce):
+			bad = append(bad, ce)
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			return nil, nil, err
+		}
+	}
+	return good, bad, nil
+}
+
 // Prune deletes all but the newest keep records (keep < 1 means 1).
 func Prune(ctx context.Context, s Store, keep int) error {
 	ids, err := s.List(ctx)

@@ -82,6 +82,49 @@ func TestDirStoreCorruptNewestIsLoud(t *testing.T) {
 	}
 }
 
+// TestReadableReportsCorruptRecords: Readable returns the good records and
+// names each defective one, while Latest and Retained still refuse.
+func TestReadableReportsCorruptRecords(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, _ := OpenDir(ctx, vfs.OS{}, dir)
+	for id := uint64(1); id <= 4; id++ {
+		c := sample()
+		c.ID = id
+		if err := s.Put(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	truncated := filepath.Join(dir, "ckpt-00000000000000000002")
+	garbage := filepath.Join(dir, "ckpt-00000000000000000004")
+	if err := os.WriteFile(truncated, []byte("FSINK"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("garbage ", 10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good, bad, err := Readable(ctx, s)
+	if err != nil {
+		t.Fatalf("Readable: %v", err)
+	}
+	if len(good) != 2 || good[0].ID != 1 || good[1].ID != 3 {
+		t.Errorf("Readable: good records %v, want 1 and 3", good)
+	}
+	if len(bad) != 2 || bad[0].File != truncated || bad[1].File != garbage || !errors.Is(bad[0], ErrCorruptCheckpoint) {
+		t.Errorf("Readable: bad records %v, want %s and %s", bad, truncated, garbage)
+	}
+	if _, err := Latest(ctx, s); !errors.Is(err, ErrCorruptCheckpoint) {
+		t.Errorf("Latest over a garbage newest record = %v; want ErrCorruptCheckpoint", err)
+	}
+	if _, err := Retained(ctx, s); !errors.Is(err, ErrCorruptCheckpoint) {
+		t.Errorf("Retained = %v; want ErrCorruptCheckpoint", err)
+	}
+	os.WriteFile(filepath.Join(dir, "ckpt-junk"), nil, 0o644)
+	if _, _, err := Readable(ctx, s); !errors.Is(err, ErrCorruptCheckpoint) {
+		t.Errorf("Readable with a stray ckpt- file = %v; want the listing's error", err)
+	}
+}
+
 func TestOpenDirRemovesTempFiles(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -36,6 +36,13 @@ func Verify(ctx context.Context, s Store, chk Checker) ([]Violation, error) {
 	if err != nil {
 		return nil, err
 	}
+	return VerifyRecords(ctx, retained, chk)
+}
+
+// VerifyRecords is Verify over records already read (oldest first), for a
+// caller that read them itself, for example with Readable. An error means
+// the check could not run; the violations found before it are returned.
+func VerifyRecords(ctx context.Context, retained []*Checkpoint, chk Checker) ([]Violation, error) {
 	var out []Violation
 	seen := map[string]bool{}
 	for _, c := range retained {

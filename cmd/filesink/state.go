@@ -15,7 +15,10 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 Prints the retained checkpoint records, oldest first: id, time, source
 position, and per participant the in-progress parts and the committables
-still pending at that checkpoint.`, stderr)
+still pending at that checkpoint. A record that cannot be read (truncated,
+garbage, checksum mismatch, a newer format version) is named on a line of
+its own (on stderr with --json) and skipped; the others are printed, and
+the exit status is then 1.`, stderr)
 	dir := fs.String("state", "", "checkpoint store `DIR` or s3://BUCKET/PREFIX (required; the run default is OUT/_filesink)")
 	asJSON := fs.Bool("json", false, "print the records as JSON, one per line")
 	var s3f s3Flags
@@ -30,36 +33,60 @@ still pending at that checkpoint.`, stderr)
 	if err != nil {
 		return err
 	}
-	recs, err := recovery.Retained(ctx, store)
+	recs, bad, err := recovery.Readable(ctx, store)
 	if err != nil {
 		return err
 	}
-	if len(recs) == 0 {
+	if len(recs)+len(bad) == 0 {
 		fmt.Fprintf(stdout, "no checkpoint records in %s\n", *dir)
 		return nil
 	}
 	for _, c := range recs {
-		if *asJSON {
-			b, err := json.Marshal(c)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "%s\n", b)
-			continue
+		if err := printRecord(stdout, c, *asJSON); err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "checkpoint %d  %s\n  source: %s\n", c.ID, c.Time.Format(time.RFC3339Nano), orNone(c.Source))
-		for _, p := range c.Participants {
-			var st struct {
-				Parts []json.RawMessage `json:"parts"`
-			}
-			_ = json.Unmarshal(p.State, &st)
-			fmt.Fprintf(stdout, "  %s: %d in progress, %d pending\n", p.Name, len(st.Parts), len(p.Pending))
-			for _, s := range st.Parts {
-				fmt.Fprintf(stdout, "    in progress: %s\n", s)
-			}
-			for _, pc := range p.Pending {
-				fmt.Fprintf(stdout, "    pending (checkpoint %d): %s\n", pc.Checkpoint, pc.Data)
-			}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	report := stdout
+	if *asJSON {
+		report = stderr // stdout holds JSON lines only
+	}
+	for _, e := range bad {
+		fmt.Fprintln(report, corruptLine(e))
+	}
+	return exitError{code: 1, msg: fmt.Sprintf("state: %d corrupt checkpoint record(s) in %s (filesink run stops on this state until it is repaired: see the runbook)", len(bad), store.Location())}
+}
+
+// corruptLine names a checkpoint record that could not be read, and why,
+// for the commands that go on with the others.
+func corruptLine(e *recovery.CorruptError) string {
+	return fmt.Sprintf("%s %s: %s (skipped)", e.Err, e.File, e.Reason)
+}
+
+// printRecord prints one checkpoint record, as text or as a JSON line.
+func printRecord(stdout io.Writer, c *recovery.Checkpoint, asJSON bool) error {
+	if asJSON {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return nil
+	}
+	fmt.Fprintf(stdout, "checkpoint %d  %s\n  source: %s\n", c.ID, c.Time.Format(time.RFC3339Nano), orNone(c.Source))
+	for _, p := range c.Participants {
+		var st struct {
+			Parts []json.RawMessage `json:"parts"`
+		}
+		_ = json.Unmarshal(p.State, &st)
+		fmt.Fprintf(stdout, "  %s: %d in progress, %d pending\n", p.Name, len(st.Parts), len(p.Pending))
+		for _, s := range st.Parts {
+			fmt.Fprintf(stdout, "    in progress: %s\n", s)
+		}
+		for _, pc := range p.Pending {
+			fmt.Fprintf(stdout, "    pending (checkpoint %d): %s\n", pc.Checkpoint, pc.Data)
 		}
 	}
 	return nil

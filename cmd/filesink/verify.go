@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,10 +22,16 @@ CRC-32C, no listed file is missing, and the source ranges of all manifests
 have no overlap (a duplicate) and, for the generator (whose record ids have
 no gaps, unlike line numbers or Kafka offsets), no gap (a loss). --deep also re-reads every file and recounts its records.
 
+A manifest that does not parse, or of a newer version than this filesink
+reads, is a violation naming it; the other manifests are audited.
+
 When the checkpoint store is there (--state, default OUT/_filesink), also
 checks the output against the retained checkpoint records: every committed
 part file is present with its recorded length, no staging file is visible as
-output, and no orphaned in-progress file of this sink is left.
+output, and no orphaned in-progress file of this sink is left. A record that
+cannot be read is a violation naming it; the others are checked (and no
+in-progress file is reported as an orphan, since the bad record may
+reference it).
 
 Prints every violation with the file, manifest or range concerned; exits 1
 if there is any.`, stderr)
@@ -84,25 +91,36 @@ if there is any.`, stderr)
 
 // verifyState checks the output of t against the retained checkpoint
 // records at state (default: the sink's), if there are any; note says what
-// was checked ("" if nothing).
+// was checked ("" if nothing). A record that cannot be read is a violation
+// naming it, and the others are checked.
 func verifyState(ctx context.Context, t *target, state, prefix string, noManifests bool, s3f *s3Flags) ([]recovery.Violation, string, error) {
 	stateURI := state
 	if stateURI == "" {
 		stateURI = t.stateURI
 	}
 	store, err := openStore(ctx, stateURI, s3f, t.client, false, nil)
-	var ids []uint64
+	var recs []*recovery.Checkpoint
+	var bad []*recovery.CorruptError
 	if err == nil {
-		ids, err = store.List(ctx)
+		recs, bad, err = recovery.Readable(ctx, store)
 	}
+	var listing *recovery.CorruptError
 	switch {
-	case err == nil && len(ids) > 0:
-		chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: prefix}
-		sv, err := recovery.Verify(ctx, store, chk)
+	case errors.As(err, &listing): // a stray name: no record can be listed
+		return []recovery.Violation{{Where: listing.File, Problem: fmt.Sprintf("%s: %s; the checkpoint records are not checked (filesink run stops on this state until it is repaired: see the runbook)", listing.Err, listing.Reason)}}, "", nil
+	case err == nil && len(recs)+len(bad) > 0:
+		var vs []recovery.Violation
+		for _, e := range bad {
+			vs = append(vs, recovery.Violation{Where: e.File, Problem: fmt.Sprintf("%s: %s; skipped, the other records are checked (filesink run stops on this state until it is repaired: see the runbook)", e.Err, e.Reason)})
+		}
+		// Without every record, an in-progress file that no record read
+		// references may be a skipped record's: no orphan is reported.
+		chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: prefix, Partial: len(bad) > 0}
+		sv, err := recovery.VerifyRecords(ctx, recs, chk)
 		if err != nil {
 			return nil, "", err
 		}
-		return sv, fmt.Sprintf("%d checkpoint record(s) in %s", len(ids), store.Location()), nil
+		return append(vs, sv...), fmt.Sprintf("%d checkpoint record(s) in %s", len(recs), store.Location()), nil
 	case err != nil && state != "":
 		return nil, "", err
 	case noManifests:

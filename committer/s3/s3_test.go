@@ -583,6 +583,64 @@ func TestListAndAbortUploads(t *testing.T) {
 	}
 }
 
+// TestListTailsAndStaged: ListTails lists the tail objects of a namespace,
+// and Staged names the upload and tail objects a resumable or committable
+// references.
+func TestListTailsAndStaged(t *testing.T) {
+	_, b := setup(t)
+	ctx := t.Context()
+	w := open(t, b, "d/part-0-r1-1.txt")
+	defer w.Close()
+	write(t, w, pattern(1, 10))
+	r1, rec1 := persist(t, w)
+	write(t, w, pattern(2, 10))
+	r2, rec2 := persist(t, w)
+	other := open(t, b, "part-1-r1-1.txt")
+	defer other.Close()
+	write(t, other, pattern(3, 10))
+	persist(t, other)
+	tails, err := b.ListTails(ctx, "part-0-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, tr := range append(rec1.Tail, rec2.Tail...) {
+		if !slices.Contains(want, tr.Key) {
+			want = append(want, tr.Key)
+		}
+	}
+	slices.Sort(want)
+	var got []string
+	for _, tl := range tails {
+		got = append(got, tl.Key)
+		if tl.Target != "d/part-0-r1-1.txt" {
+			t.Errorf("tail %s: target %q", tl.Key, tl.Target)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ListTails(part-0-) = %q, want %q", got, want)
+	}
+	for _, r := range []struct {
+		data json.RawMessage
+		rec  record
+	}{{r1, rec1}, {r2, rec2}} {
+		st, err := b.Staged(r.data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.UploadID != r.rec.UploadID || st.Key != r.rec.Key || st.Target != "d/part-0-r1-1.txt" || len(st.Tails) != len(r.rec.Tail) || st.Tails[0] != r.rec.Tail[0].Key {
+			t.Errorf("Staged(%s) = %+v", r.data, st)
+		}
+	}
+	elsewhere, err := New(b.client, b.bucket, "another-prefix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := elsewhere.Staged(r1); err == nil {
+		t.Error("Staged of another prefix's resumable succeeded")
+	}
+}
+
 // TestScan: staging names as Describe gives them, and staging data in the
 // visible output reported.
 func TestScan(t *testing.T) {

@@ -288,8 +288,9 @@ type Upload struct {
 // starts with namespace ("" for all), found through the upload markers and,
 // on stores that list uploads by prefix, under the prefix. It is for the
 // operator (`filesink uploads list`): an upload listed here may be
-// referenced by a checkpoint; only the recovery sweep knows which are
-// orphans. Safe for concurrent use.
+// referenced by a checkpoint record (Staged tells which upload a record's
+// resumable or committable needs); the recovery sweep aborts the others.
+// Safe for concurrent use.
 func (b *Backend) ListUploads(ctx context.Context, namespace string) ([]Upload, error) {
 	sets, _, err := b.staging(ctx, namespace, true)
 	if err != nil {
@@ -316,6 +317,59 @@ func (b *Backend) ListUploads(ctx context.Context, namespace string) ([]Upload, 
 		return strings.Compare(x.UploadID, y.UploadID)
 	})
 	return out, nil
+}
+
+// TailObject is a tail object of the backend (see ListTails): bytes of an
+// in-progress part file after its uploaded parts, kept at a checkpoint.
+type TailObject struct {
+	Target string // part file, relative to the prefix
+	Key    string // object key
+}
+
+// ListTails lists the tail objects of part files whose base name starts
+// with namespace ("" for all), by key. It is for the operator (`filesink
+// uploads list`): a tail object may be referenced by a checkpoint (see
+// Staged); only the recovery sweep deletes the others. Safe for concurrent
+// use.
+func (b *Backend) ListTails(ctx context.Context, namespace string) ([]TailObject, error) {
+	sets, _, err := b.staging(ctx, namespace, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []TailObject
+	for target, s := range sets {
+		for _, k := range s.tails {
+			out = append(out, TailObject{Target: target, Key: k})
+		}
+	}
+	slices.SortFunc(out, func(x, y TailObject) int { return strings.Compare(x.Key, y.Key) })
+	return out, nil
+}
+
+// Staged is the staging data that a resumable or a pending committable of
+// the backend references (see Backend.Staged).
+type Staged struct {
+	Target   string   // part file, relative to the prefix
+	Key      string   // object key of the part file
+	UploadID string   // its multipart upload
+	Tails    []string // keys of its tail objects (a resumable's)
+}
+
+// Staged returns the multipart upload and the tail objects that data, a
+// resumable or pending committable of this backend (as a checkpoint record
+// keeps it), references: what must not be aborted or deleted while a
+// retained checkpoint keeps data. An error means data is not a valid
+// record of this backend (another prefix's, or damaged). It does no I/O.
+func (b *Backend) Staged(data json.RawMessage) (Staged, error) {
+	r, err := b.parse(data, "")
+	if err != nil {
+		return Staged{}, err
+	}
+	st := Staged{Target: r.Target, Key: r.Key, UploadID: r.UploadID}
+	for _, t := range r.Tail {
+		st.Tails = append(st.Tails, t.Key)
+	}
+	return st, nil
 }
 
 // AbortUpload aborts one multipart upload of the backend (`filesink uploads

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	s3sink "github.com/filesink/filesink/committer/s3"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/recovery"
+)
+
+// What the checkpoint records say of an upload or a tail object.
+const (
+	refReferenced   = iota // a retained record references it
+	refUnreferenced        // the records are all readable and none does
+	refUnknown             // the records cannot tell
+)
+
+// partRef is one reference of a retained checkpoint record to staging data.
+type partRef struct {
+	checkpoint  uint64
+	participant string
+	pending     bool // a committable waiting for its commit; false: an in-progress part
+}
+
+// stagingRefs says which uploads and tail objects of an S3 sink the
+// retained checkpoint records at a state location reference.
+type stagingRefs struct {
+	state   string
+	ids     []uint64                 // the records read
+	corrupt []*recovery.CorruptError // the records that could not be read
+	err     error                    // the records could not be read (or do not describe this sink)
+	uploads map[string][]partRef     // by upload id
+	tails   map[string][]partRef     // by tail object key
+}
+
+// readStagingRefs reads the retained checkpoint records at stateURI and
+// maps what their filesink participants reference in be. It never fails:
+// what it could not read is in err and corrupt, and makes the uploads and
+// tail objects that no record read references unknown.
+func readStagingRefs(ctx context.Context, stateURI string, s3f *s3Flags, t *target, be *s3sink.Backend) *stagingRefs {
+	r := &stagingRefs{state: stateURI, uploads: map[string][]partRef{}, tails: map[string][]partRef{}}
+	store, err := openStore(ctx, stateURI, s3f, t.client, false, nil)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	recs, bad, err := recovery.Readable(ctx, store)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	r.corrupt = bad
+	for _, c := range recs {
+		r.ids = append(r.ids, c.ID)
+	}
+	prs, err := filesink.PartRefs(recs)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	for _, p := range prs {
+		if p.DeadLetter {
+			continue // the dead-letter output's uploads are not listed
+		}
+		st, err := be.Staged(p.Part)
+		if err != nil {
+			r.err = fmt.Errorf("checkpoint %d (%s) references a part file that is not this sink's (is %s this job's state?): %w", p.Checkpoint, p.Participant, stateURI, err)
+			return r
+		}
+		ref := partRef{checkpoint: p.Checkpoint, participant: p.Participant, pending: p.Pending}
+		r.uploads[st.UploadID] = append(r.uploads[st.UploadID], ref)
+		for _, k := range st.Tails {
+			r.tails[k] = append(r.tails[k], ref)
+		}
+	}
+	return r
+}
+
+// unknown says why the records cannot tell that an upload they do not
+// reference is unneeded ("" when they can), briefly if short is set.
+func (r *stagingRefs) unknown(short bool) string {
+	switch {
+	case r.err != nil && short:
+		return "state unreadable"
+	case r.err != nil:
+		return fmt.Sprintf("cannot read the checkpoint records in %s: %s", r.state, oneLine(r.err.Error()))
+	case len(r.corrupt) > 0 && short:
+		return "corrupt checkpoint record"
+	case len(r.corrupt) > 0:
+		return fmt.Sprintf("corrupt checkpoint record %s may reference it", r.corrupt[len(r.corrupt)-1].File)
+	case len(r.ids) == 0 && short:
+		return "no checkpoint record"
+	case len(r.ids) == 0:
+		return fmt.Sprintf("no checkpoint record in %s (a job that keeps its checkpoints elsewhere needs --state)", r.state)
+	}
+	return ""
+}
+
+// summary is the first line of a listing: which records were read.
+func (r *stagingRefs) summary() string {
+	if why := r.unknown(false); r.err != nil || len(r.ids) == 0 {
+		return why + ": uploads and tail objects are taken as referenced"
+	}
+	ids := make([]string, len(r.ids))
+	for i, id := range r.ids {
+		ids[i] = fmt.Sprint(id)
+	}
+	s := fmt.Sprintf("checkpoint records in %s: %s", r.state, strings.Join(ids, ", "))
+	for _, c := range r.corrupt {
+		s += fmt.Sprintf("; corrupt: %s (%s)", c.File, c.Reason)
+	}
+	return s
+}
+
+// describe says which checkpoints refs are ("referenced by checkpoints 11,
+// 12 (filesink/0, in progress)"), or why there are none, and of which
+// kind that is.
+func (r *stagingRefs) describe(refs []partRef) (string, int) {
+	if len(refs) == 0 {
+		if why := r.unknown(true); why != "" {
+			return "unknown: " + why, refUnknown
+		}
+		return "unreferenced", refUnreferenced
+	}
+	return "referenced by " + refsText(refs), refReferenced
+}
+
+// needs says whether the staging data that refs reference may be needed,
+// and why, for a message.
+func (r *stagingRefs) needs(refs []partRef) (string, bool) {
+	if len(refs) > 0 {
+		return fmt.Sprintf("referenced by %s in %s", refsText(refs), r.state), true
+	}
+	if why := r.unknown(false); why != "" {
+		return "the checkpoint records cannot tell whether it is needed: " + why, true
+	}
+	return "", false
+}
+
+// refsText groups refs by participant and kind: "checkpoints 11, 12
+// (filesink/0, in progress); checkpoint 12 (filesink/0, pending commit)".
+func refsText(refs []partRef) string {
+	type group struct {
+		participant string
+		pending     bool
+	}
+	var order []group
+	ids := map[group][]string{}
+	for _, ref := range refs {
+		g := group{ref.participant, ref.pending}
+		if _, ok := ids[g]; !ok {
+			order = append(order, g)
+		}
+		ids[g] = append(ids[g], fmt.Sprint(ref.checkpoint))
+	}
+	parts := make([]string, len(order))
+	for i, g := range order {
+		word := "checkpoint"
+		if len(ids[g]) > 1 {
+			word = "checkpoints"
+		}
+		kind := "in progress"
+		if g.pending {
+			kind = "pending commit"
+		}
+		parts[i] = fmt.Sprintf("%s %s (%s, %s)", word, strings.Join(ids[g], ", "), g.participant, kind)
+	}
+	return strings.Join(parts, "; ")
+}
