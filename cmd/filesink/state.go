@@ -10,12 +10,12 @@ import (
 	"github.com/filesink/filesink/recovery"
 )
 
-func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdState(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("state", `--state DIR [--json]
 
 Prints the retained checkpoint records, oldest first: id, time, source
 position, and per participant the in-progress parts and the committables
-still pending at that checkpoint.`, stderr)
+still pending at that checkpoint.`, stdout)
 	dir := fs.String("state", "", "checkpoint store `DIR` or s3://BUCKET/PREFIX (required; the run default is OUT/_filesink)")
 	asJSON := fs.Bool("json", false, "print the records as JSON, one per line")
 	var s3f s3Flags

@@ -27,7 +27,7 @@ part file is present with its recorded length, no staging file is visible as
 output, and no orphaned in-progress file of this sink is left.
 
 Prints every violation with the file, manifest or range concerned; exits 1
-if there is any.`, stderr)
+if there is any.`, stdout)
 	sink := fs.String("sink", "", "sink `URI` (required): file://OUT, OUT or s3://BUCKET/PREFIX")
 	state := fs.String("state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink; optional)")
 	prefix := fs.String("prefix", "part", "part file name prefix of the sink")
@@ -47,6 +47,11 @@ if there is any.`, stderr)
 	t, err := openTarget(ctx, *sink, &s3f, slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		return err
+	}
+	if t.local != "" {
+		if err := checkPath("verify: ", t.local, true); err != nil {
+			return err
+		}
 	}
 	var vs []recovery.Violation
 	var notes []string
