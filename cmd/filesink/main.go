@@ -56,7 +56,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case "run":
 		err = cmdRun(ctx, args[1:], stdin, stdout, stderr, sig)
 	case "verify":
-		err = cmdVerify(ctx, args[1:], stdout, stderr)
+		err = cmdVerify(ctx, args[1:], stdout)
 	case "state":
 		err = cmdState(ctx, args[1:], stdout)
 	case "uploads":
@@ -106,6 +106,18 @@ func usageError(format string, args ...any) error {
 	return exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
 }
 
+// inCommand puts "cmd: " in front of the message of a usage error that
+// does not name its command yet (one made by code that several commands
+// share); other errors are returned as they are.
+func inCommand(cmd string, err error) error {
+	var ec exitError
+	if errors.As(err, &ec) && ec.msg != "" && !strings.HasPrefix(ec.msg, cmd+": ") {
+		ec.msg = cmd + ": " + ec.msg
+		return ec
+	}
+	return err
+}
+
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
 
 // newFlagSet returns a flag set whose help (--help, -h) goes to stdout and
@@ -113,11 +125,16 @@ func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
 func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: filesink %s %s\n\nFlags:\n", name, synopsis)
+	fs.Usage = usageFunc(fs, name, synopsis)
+	return fs
+}
+
+// usageFunc prints "Usage: filesink CMD SYNOPSIS" and the flags of fs.
+func usageFunc(fs *flag.FlagSet, cmd, synopsis string) func() {
+	return func() {
+		fmt.Fprintf(fs.Output(), "Usage: filesink %s %s\n\nFlags:\n", cmd, synopsis)
 		fs.PrintDefaults()
 	}
-	return fs
 }
 
 // parseFlags parses args into fs. --help prints the usage and returns

@@ -267,7 +267,7 @@ func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *s
 	}
 	var err error
 	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, client, true); err != nil {
-		return err
+		return inCommand("run", err)
 	}
 	if c, ok := job.cfg.Store.(io.Closer); ok {
 		defer c.Close()
@@ -507,7 +507,7 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 func (f *runFlags) target(ctx context.Context, log *slog.Logger) (*target, error) {
 	t, err := openTarget(ctx, f.sink, &f.s3, log, true)
 	if err != nil {
-		return nil, err
+		return nil, inCommand("run", err)
 	}
 	if t.local != "" {
 		var fsys vfs.FS = vfs.OS{}

@@ -28,7 +28,7 @@ still pending at that checkpoint.`, stdout)
 	}
 	store, err := openStore(ctx, *dir, &s3f, nil, false)
 	if err != nil {
-		return err
+		return inCommand("state", err)
 	}
 	recs, err := recovery.Retained(ctx, store)
 	if err != nil {

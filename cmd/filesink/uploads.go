@@ -39,6 +39,7 @@ func parseUploads(args []string, stdout io.Writer) (*uploadsArgs, error) {
 		name += " " + a.verb
 	}
 	fs := newFlagSet(name, uploadsSynopsis, stdout)
+	fs.Usage = usageFunc(fs, "uploads", uploadsSynopsis) // the synopsis names the verbs
 	fs.StringVar(&a.sink, "sink", "", "sink `URI` (required): s3://BUCKET/PREFIX")
 	fs.StringVar(&a.prefix, "prefix", "part", "part file name prefix of the sink")
 	fs.IntVar(&a.subtask, "subtask", -1, "only this subtask's part files (default: all)")
@@ -68,7 +69,7 @@ func cmdUploads(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	t, err := openTarget(ctx, a.sink, &a.s3, slog.New(slog.NewTextHandler(stderr, nil)), false)
 	if err != nil {
-		return err
+		return inCommand("uploads "+a.verb, err)
 	}
 	be := t.backend.(*s3sink.Backend)
 	ns := a.prefix + "-"

@@ -53,6 +53,7 @@ func parseXA(args []string, stdout io.Writer) (*xaArgs, error) {
 	}
 	verb := a.verb
 	fs := newFlagSet(name, xaSynopsis, stdout)
+	fs.Usage = usageFunc(fs, "xa", xaSynopsis) // the synopsis names the verbs
 	fs.StringVar(&a.sink, "sink", "", "sink `URI` (required): mysql://USER:PASS@tcp(HOST:PORT)/DB; the password may come from "+mysqlPasswordEnv+" instead")
 	fs.StringVar(&a.job, "job", "", "only branches of this job `ID` (default: the job of --state; without either, every filesink job's)")
 	fs.StringVar(&a.state, "state", "", "the job's checkpoint store `DIR` or s3://BUCKET/PREFIX: picks its job and tells decided branches from undecided ones")
@@ -98,7 +99,7 @@ func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if a.state != "" {
 		id, err := stateJob(ctx, a.state, &a.s3)
 		if err != nil {
-			return err
+			return inCommand("xa "+a.verb, err)
 		}
 		if jobID != "" && jobID != id {
 			return usageError("xa %s: --job %q is not the job of --state %s (%q)", a.verb, jobID, a.state, id)
