@@ -60,7 +60,9 @@ Sinks:
                          map to columns; --mysql-mode insert|upsert|increment; needs --state DIR
                          (the XA branches are named by --job, kept in DIR/JOB; see filesink xa);
                          with --parallelism N in upsert/increment mode, records go to the
-                         subtask their --mysql-key hashes to
+                         subtask their --mysql-key hashes to; keep the password off the
+                         command line: FILESINK_MYSQL_PASSWORD holds the password of a DSN
+                         without one (or give the whole --sink in FILESINK_SINK or --config)
   http://HOST:PORT/PATH or https://...
                          POST batches of records as JSON lines (application/x-ndjson) from
                          --http-workers goroutines per subtask, each with an Idempotency-Key
