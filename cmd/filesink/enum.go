@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"slices"
 	"strings"
 )
 
@@ -14,6 +15,7 @@ type enumValue struct {
 	p       *string
 	allowed []string
 	emptyOK bool // the default is "": "" is taken too
+	list    bool // a comma-separated list of the words
 }
 
 // enumVar defines a flag that takes one of allowed (the default, value,
@@ -21,6 +23,13 @@ type enumValue struct {
 func enumVar(fs *flag.FlagSet, p *string, name, value, usage string, allowed ...string) {
 	*p = value
 	fs.Var(&enumValue{p: p, allowed: allowed, emptyOK: value == ""}, name, usage)
+}
+
+// enumListVar defines a flag that takes a comma-separated list of words of
+// allowed (default: none).
+func enumListVar(fs *flag.FlagSet, p *string, name, usage string, allowed ...string) {
+	*p = ""
+	fs.Var(&enumValue{p: p, allowed: allowed, emptyOK: true, list: true}, name, usage)
 }
 
 func (e *enumValue) String() string {
@@ -35,20 +44,30 @@ func (e *enumValue) Set(s string) error {
 		*e.p = ""
 		return nil
 	}
-	for _, a := range e.allowed {
-		if strings.EqualFold(s, a) {
-			*e.p = a
-			return nil
-		}
+	words := []string{s}
+	if e.list {
+		words = strings.Split(s, ",")
 	}
-	return errors.New("want " + e.allowedText())
+	for i, w := range words {
+		j := slices.IndexFunc(e.allowed, func(a string) bool { return strings.EqualFold(strings.TrimSpace(w), a) })
+		if j < 0 {
+			return errors.New("want " + e.allowedText())
+		}
+		words[i] = e.allowed[j]
+	}
+	*e.p = strings.Join(words, ",")
+	return nil
 }
 
 // Get implements flag.Getter.
 func (e *enumValue) Get() any { return e.String() }
 
-// allowedText lists the words: "a, b or c".
+// allowedText lists the words: "a, b or c", or for a list "one or more of
+// a, b and c, separated by commas".
 func (e *enumValue) allowedText() string {
+	if e.list {
+		return "one or more of " + strings.Join(e.allowed[:len(e.allowed)-1], ", ") + " and " + e.allowed[len(e.allowed)-1] + ", separated by commas"
+	}
 	return orList(e.allowed)
 }
 

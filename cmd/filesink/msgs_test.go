@@ -218,6 +218,7 @@ var enumFlags = map[string]struct {
 	"parquet-compression": {[]string{"--format", "parquet"}, "snappy, zstd, gzip or none"},
 	"parquet-dictionary":  {[]string{"--format", "parquet"}, "auto, on or off"},
 	"arrow-compression":   {[]string{"--format", "arrow"}, "none, lz4 or zstd"},
+	"allow-change":        {nil, "one or more of source, sink, format, schema and bucketing, separated by commas"},
 }
 
 // TestEnumFlagsRefused: a word a flag does not take is refused in one line

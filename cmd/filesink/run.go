@@ -168,8 +168,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.http.register(fs)
 	enumVar(fs, &f.guarantee, "guarantee", "", "delivery `GUARANTEE`: exactly-once (file, s3, mysql sinks: the default), at-least-once (file and s3 sinks: parts published as they roll; http sinks: the default) or at-most-once (http sinks)",
 		pipeline.ExactlyOnce, pipeline.AtLeastOnce, pipeline.AtMostOnce)
-	fs.StringVar(&f.allowChange, "allow-change", "", "go on although the job differs from the one its state records in these `FIELDS` "+
-		"(comma-separated: source, sink, format, schema, bucketing); the change is kept in the state's job record")
+	enumListVar(fs, &f.allowChange, "allow-change", "go on although the job differs from the one its state records in these `FIELDS` "+
+		"(comma-separated: source, sink, format, schema, bucketing); the change is kept in the state's job record",
+		recovery.IdentityFields()...)
 	fs.BoolVar(&f.resumeFromOutput, "resume-from-output", false, "file and S3 sinks, when the state was lost: rebuild what the output holds from its "+
 		"commit manifests, read the source from the beginning and skip those records (the way out of a lost state)")
 	fs.StringVar(&f.config, "config", "", "read settings from the YAML `FILE` (keys: flag names; see Settings above); default: FILESINK_CONFIG")
