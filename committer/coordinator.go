@@ -149,7 +149,7 @@ func (c *Coordinator) Recover(ctx context.Context) (*recovery.Checkpoint, error)
 	}
 	for i, p := range c.parts {
 		if err := p.Restore(ctx, states[i]); err != nil {
-			return nil, c.fail(fmt.Errorf("restore %s: %w", p.Name(), err))
+			return nil, c.fail(wrapParticipant("restore", p.Name(), err))
 		}
 	}
 	if err := c.at("recover:restored"); err != nil {
@@ -226,7 +226,7 @@ func (c *Coordinator) Begin(ctx context.Context, source json.RawMessage, final b
 	for i, p := range c.parts {
 		wait, err := p.Prepare(ctx, ph.id, final)
 		if err != nil {
-			return nil, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", ph.id, p.Name(), err))
+			return nil, c.fail(wrapParticipant(fmt.Sprintf("checkpoint %d: prepare", ph.id), p.Name(), err))
 		}
 		ph.waits[i] = wait
 	}
@@ -254,7 +254,7 @@ func (ph *Phase1) Decide(ctx context.Context) (uint64, error) {
 	for i, p := range c.parts {
 		snap, err := ph.waits[i](ctx)
 		if err != nil {
-			return 0, c.fail(fmt.Errorf("checkpoint %d: prepare %s: %w", id, p.Name(), err))
+			return 0, c.fail(wrapParticipant(fmt.Sprintf("checkpoint %d: prepare", id), p.Name(), err))
 		}
 		if n := snap.SweepEvery; n > 0 && (asked == 0 || n < asked) {
 			asked = n
@@ -437,9 +437,9 @@ func (c *Coordinator) sweep(ctx context.Context, retained []*recovery.Checkpoint
 		swept, err := p.Sweep(ctx, retained)
 		if err != nil {
 			if recovering {
-				return fmt.Errorf("sweep %s: %w", p.Name(), err)
+				return wrapParticipant("sweep", p.Name(), err)
 			}
-			return fmt.Errorf("cleanup %s: %w", p.Name(), err)
+			return wrapParticipant("cleanup", p.Name(), err)
 		}
 		if f := c.events.Swept; f != nil {
 			f(SweptInfo{Participant: p.Name(), Swept: swept, Recovery: recovering})
@@ -485,7 +485,7 @@ func (c *Coordinator) committedCheckpoint(ctx context.Context, done []pending, p
 		}
 		id := done[0].checkpoint
 		if err := c.retry(ctx, id, p.Name(), phase != "", func() error { return p.CommittedCheckpoint(ctx, id, data) }); err != nil {
-			return &CommitError{Checkpoint: id, Participant: p.Name(), Target: "checkpoint " + strconv.FormatUint(id, 10), Err: err}
+			return &CommitError{Checkpoint: id, Participant: p.Name(), Err: err}
 		}
 		if err := c.at(phase + "checkpoint-committed:" + p.Name()); err != nil {
 			return err

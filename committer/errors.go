@@ -3,6 +3,7 @@ package committer
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrDataLoss is matched by an error reporting that a decided committable
@@ -23,12 +24,33 @@ var ErrParticipantMismatch = errors.New("participants differ from the checkpoint
 type CommitError struct {
 	Checkpoint  uint64
 	Participant string
-	Target      string // what was being published (file path, object key, xid)
+	Target      string // what was being published (file path, object key, xid); "": the checkpoint's end step
 	Err         error
 }
 
 func (e *CommitError) Error() string {
+	if e.Target == "" {
+		return fmt.Sprintf("commit of checkpoint %d (%s): %v", e.Checkpoint, e.Participant, e.Err)
+	}
 	return fmt.Sprintf("commit of checkpoint %d (%s) %s: %v", e.Checkpoint, e.Participant, e.Target, e.Err)
+}
+
+// participantError is err of participant name with context in front. The
+// message names the participant once: an err whose message starts with
+// "NAME: " (the async sinks' errors do) loses that start.
+type participantError struct {
+	msg string
+	err error
+}
+
+func (e *participantError) Error() string { return e.msg }
+func (e *participantError) Unwrap() error { return e.err }
+
+// wrapParticipant returns err with "context NAME: " in front ("checkpoint
+// 3: prepare http/0: ..."), naming the participant once.
+func wrapParticipant(context, name string, err error) error {
+	rest, _ := strings.CutPrefix(err.Error(), name+": ")
+	return &participantError{msg: context + " " + name + ": " + rest, err: err}
 }
 
 func (e *CommitError) Unwrap() error { return e.Err }

@@ -156,12 +156,15 @@ func (j *Job) IsBulkFormat() bool { return IsBulkFormat(j.Format) }
 // IsBulkFormat reports whether format is a bulk format: parquet or arrow.
 func IsBulkFormat(format string) bool { return format == "parquet" || format == "arrow" }
 
-// Validate checks the description: settings that apply to the sink,
-// source and format only, the guarantee against the sink, the settings a
-// sink needs, and the memory limit. A nil error means every rule of this
+// Validate checks the description: the form of the source URI, settings
+// that apply to the sink, source and format only, the guarantee against
+// the sink, the settings a sink needs, and the memory limit. A nil error means every rule of this
 // level holds; the values of the sinks' own settings are checked when
 // they are made. Errors are *SpecError.
 func (j *Job) Validate() error {
+	if err := j.checkSource(); err != nil {
+		return err
+	}
 	var err error
 	switch j.Kind() {
 	case HTTPSink:
@@ -185,6 +188,18 @@ func (j *Job) Validate() error {
 	}
 	_, err = j.MemoryLimitBytes()
 	return err
+}
+
+// checkSource checks the form of the source URI (a kafka:// URI is
+// checked when the source is configured).
+func (j *Job) checkSource() error {
+	if strings.HasPrefix(strings.ToLower(j.Source), "kafka://") {
+		return nil
+	}
+	if err := source.CheckURI(j.Source); err != nil {
+		return specErr("--source %s", strings.TrimPrefix(err.Error(), source.ErrBadURI.Error()+": "))
+	}
+	return nil
 }
 
 // anyGiven returns the first of the settings (space-separated) that is

@@ -316,7 +316,7 @@ func (r *runner) openSource(ctx context.Context) error {
 	pos := r.lastPos
 	src, err := r.cfg.OpenSource(ctx, pos)
 	if err != nil {
-		return fmt.Errorf("open source: %w", err)
+		return sourceError("open source", err)
 	}
 	r.src = src
 	// Until the first batch, a checkpoint records the position the source

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -180,7 +181,7 @@ func (rd *reader) fill(ctx context.Context, b *batch) bool {
 			rd.stopped = true
 			return true
 		case lctx.Err() == nil:
-			b.err = fmt.Errorf("read source: %w", err)
+			b.err = sourceError("read source", err)
 			return true
 		case len(b.ends) > 0:
 			return true // hand over a partial batch
@@ -222,3 +223,21 @@ func (rd *reader) add(b *batch, rec source.Record) error {
 	b.origins = append(b.origins, rec.Origin)
 	return nil
 }
+
+// sourceError puts context in front of a source's error, without the
+// "source: " that package source starts its errors with: "open source:
+// list input directory ...", not "open source: source: list ...". The
+// result wraps err.
+func sourceError(context string, err error) error {
+	rest, _ := strings.CutPrefix(err.Error(), "source: ")
+	return &contextError{msg: context + ": " + rest, err: err}
+}
+
+// contextError is an error with a message of its own that wraps another.
+type contextError struct {
+	msg string
+	err error
+}
+
+func (e *contextError) Error() string { return e.msg }
+func (e *contextError) Unwrap() error { return e.err }

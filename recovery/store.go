@@ -225,12 +225,12 @@ func OpenDir(ctx context.Context, fsys vfs.FS, dir string, opts ...OpenOption) (
 	}
 	if o.readOnly {
 		if _, err := fsys.Stat(dir); err != nil {
-			return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+			return nil, vfs.WrapPath("checkpoint store "+dir, err)
 		}
 		return &DirStore{fs: fsys, dir: dir, readOnly: true}, nil
 	}
 	if err := vfs.MkdirAllSync(fsys, dir); err != nil {
-		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+		return nil, vfs.WrapPath("checkpoint store "+dir, err)
 	}
 	// Lock before removing temp files: they may be a running Put's.
 	lock, err := lockDir(fsys, dir)
@@ -248,7 +248,7 @@ func OpenDir(ctx context.Context, fsys vfs.FS, dir string, opts ...OpenOption) (
 func (s *DirStore) removeTemps() error {
 	ents, err := s.fs.ReadDir(s.dir)
 	if err != nil {
-		return fmt.Errorf("checkpoint store %s: %w", s.dir, err)
+		return vfs.WrapPath("checkpoint store "+s.dir, err)
 	}
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), tempPrefix) {
@@ -333,7 +333,7 @@ func (s *DirStore) List(ctx context.Context) ([]uint64, error) {
 	}
 	ents, err := s.fs.ReadDir(s.dir)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint store %s: %w", s.dir, err)
+		return nil, vfs.WrapPath("checkpoint store "+s.dir, err)
 	}
 	var ids []uint64
 	for _, e := range ents {

@@ -33,13 +33,11 @@ const SupportedURIs = `file://DIR or a plain path DIR (every file under DIR; DIR
 // supported forms. opts configure the line-reading sources; giving one to
 // the generator is an error.
 func Open(ctx context.Context, uri string, pos json.RawMessage, opts ...Option) (Source, error) {
+	if err := CheckURI(uri); err != nil {
+		return nil, err
+	}
 	switch {
-	case uri == "":
-		return nil, fmt.Errorf("%w: empty URI; supported: %s", ErrBadURI, SupportedURIs)
 	case uri == "-" || hasScheme(uri, "stdin"):
-		if uri != "-" && trimScheme(uri, "stdin") != "" {
-			return nil, fmt.Errorf("%w: %q: stdin takes no path or parameters (use \"-\" or \"stdin://\")", ErrBadURI, uri)
-		}
 		if !isNullPosition(pos) {
 			return nil, fmt.Errorf("%w: stdin cannot resume from a checkpoint position: "+
 				"the records read after that checkpoint were consumed and cannot be read again; "+
@@ -48,11 +46,7 @@ func Open(ctx context.Context, uri string, pos json.RawMessage, opts ...Option) 
 		}
 		return NewReader(os.Stdin, "stdin", opts...)
 	case hasScheme(uri, "gen"):
-		rest := trimScheme(uri, "gen")
-		if rest != "" && rest[0] != '?' {
-			return nil, fmt.Errorf("%w: %q: the generator takes only a query: gen://?count=N[&seed=S&size=B&keys=K&start=RFC3339&step=DURATION]", ErrBadURI, uri)
-		}
-		cfg, err := ParseGenQuery(strings.TrimPrefix(rest, "?"))
+		cfg, err := ParseGenQuery(strings.TrimPrefix(trimScheme(uri, "gen"), "?"))
 		if err != nil {
 			return nil, err
 		}
@@ -61,17 +55,39 @@ func Open(ctx context.Context, uri string, pos json.RawMessage, opts ...Option) 
 		}
 		return NewGenerator(cfg, pos)
 	case hasScheme(uri, "file"):
-		dir := trimScheme(uri, "file")
-		if dir == "" {
-			return nil, fmt.Errorf("%w: %q: no directory; use file:///abs/dir or file://rel/dir", ErrBadURI, uri)
-		}
-		return NewDir(ctx, dir, pos, opts...)
-	case strings.Contains(uri, "://"):
-		scheme, _, _ := strings.Cut(uri, "://")
-		return nil, fmt.Errorf("%w: %q: unsupported scheme %q; supported: %s", ErrBadURI, uri, scheme, SupportedURIs)
+		return NewDir(ctx, trimScheme(uri, "file"), pos, opts...)
 	default:
 		return NewDir(ctx, uri, pos, opts...)
 	}
+}
+
+// CheckURI reports whether uri is of a form Open accepts, without opening
+// anything (a directory is not looked at): a nil error means Open gets past
+// the URI. Errors match ErrBadURI.
+func CheckURI(uri string) error {
+	switch {
+	case uri == "":
+		return fmt.Errorf("%w: empty URI; supported: %s", ErrBadURI, SupportedURIs)
+	case uri == "-" || hasScheme(uri, "stdin"):
+		if uri != "-" && trimScheme(uri, "stdin") != "" {
+			return fmt.Errorf("%w: %q: stdin takes no path or parameters (use \"-\" or \"stdin://\")", ErrBadURI, uri)
+		}
+	case hasScheme(uri, "gen"):
+		rest := trimScheme(uri, "gen")
+		if rest != "" && rest[0] != '?' {
+			return fmt.Errorf("%w: %q: the generator takes only a query: gen://?count=N[&seed=S&size=B&keys=K&start=RFC3339&step=DURATION]", ErrBadURI, uri)
+		}
+		_, err := ParseGenQuery(strings.TrimPrefix(rest, "?"))
+		return err
+	case hasScheme(uri, "file"):
+		if trimScheme(uri, "file") == "" {
+			return fmt.Errorf("%w: %q: no directory; use file:///abs/dir or file://rel/dir", ErrBadURI, uri)
+		}
+	case strings.Contains(uri, "://"):
+		scheme, _, _ := strings.Cut(uri, "://")
+		return fmt.Errorf("%w: %q: unsupported scheme %q; supported: %s", ErrBadURI, uri, scheme, SupportedURIs)
+	}
+	return nil
 }
 
 // LocalPath returns the path that Open reads for uri when uri names the

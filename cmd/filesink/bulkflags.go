@@ -23,11 +23,14 @@ func (f *bulkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.rowGroupSize, "row-group-size", strconv.Itoa(bulk.DefaultRowGroupBytes>>20)+"MiB", "parquet, arrow: end a row group (Arrow: record batch) when its buffered rows take this much memory (`SIZE`, e.g. 64MiB), "+
 		"or after N rows with a rows suffix (e.g. 100000rows); the --buffer-budget may end row groups earlier. At the default, a Parquet part "+
 		"encodes one row group on the second core while the next is built, both within the default budget")
-	fs.StringVar(&f.parquetCompression, "parquet-compression", string(bulk.Snappy), "parquet: page compression: snappy, zstd, gzip or none")
-	fs.StringVar(&f.dictionary, "parquet-dictionary", string(bulk.DictAuto), "parquet: dictionary encoding: auto (per column, from the first row group's values), on or off")
+	enumVar(fs, &f.parquetCompression, "parquet-compression", string(bulk.Snappy), "parquet: page `COMPRESSION`: snappy, zstd, gzip or none",
+		string(bulk.Snappy), string(bulk.Zstd), string(bulk.Gzip), string(bulk.Uncompressed))
+	enumVar(fs, &f.dictionary, "parquet-dictionary", string(bulk.DictAuto), "parquet: dictionary encoding (`WHEN`): auto (per column, from the first row group's values), on or off",
+		string(bulk.DictAuto), string(bulk.DictOn), string(bulk.DictOff))
 	fs.StringVar(&f.pageSize, "parquet-page-size", strconv.Itoa(bulk.DefaultPageBytes>>10)+"KiB", "parquet: cut a column's data page when its encoded values reach this `SIZE` (e.g. 1MiB, parquet-mr's default)")
 	fs.BoolVar(&f.stats, "parquet-stats", true, "parquet: write column statistics (min, max, null count); --parquet-stats=false turns them off")
-	fs.StringVar(&f.arrowCompression, "arrow-compression", string(bulk.Uncompressed), "arrow: record batch compression: none, lz4 or zstd")
+	enumVar(fs, &f.arrowCompression, "arrow-compression", string(bulk.Uncompressed), "arrow: record batch `COMPRESSION`: none, lz4 or zstd",
+		string(bulk.Uncompressed), string(bulk.LZ4), string(bulk.Zstd))
 }
 
 // format reads the schema and checks the values of the bulk flags for the

@@ -26,7 +26,7 @@ func TestGuaranteeFlag(t *testing.T) {
 		{"mysql://root@tcp(127.0.0.1:1)/test", "at-least-once", "mysql:// sink supports exactly-once (two-phase commit) only"},
 		{"mysql://root@tcp(127.0.0.1:1)/test", "at-most-once", "mysql:// sink supports exactly-once (two-phase commit) only"},
 		{"http://127.0.0.1:1/in", "exactly-once", "gives at-least-once"},
-		{"http://127.0.0.1:1/in", "twice", "must be exactly-once, at-least-once or at-most-once"},
+		{"http://127.0.0.1:1/in", "twice", "want exactly-once, at-least-once or at-most-once"},
 	} {
 		args := []string{"run", "--source", "gen://?count=0", "--sink", tc.sink, "--guarantee", tc.guarantee, "--state", filepath.Join(dir, "state-"+tc.guarantee)}
 		r := cli(t, args...)
@@ -42,7 +42,7 @@ func TestGuaranteeFlag(t *testing.T) {
 	}
 	help := cli(t, "run", "--help")
 	for _, want := range []string{"--guarantee", "at-least-once", "at-most-once", "exactly-once", "http://HOST:PORT/PATH", "Idempotency-Key"} {
-		if !strings.Contains(help.stderr, want) {
+		if !strings.Contains(help.stdout, want) {
 			t.Errorf("run --help does not mention %q", want)
 		}
 	}

@@ -82,29 +82,39 @@ func applySettings(fs *flag.FlagSet, cmdline map[string]bool, configPath string)
 
 // setFlag sets flag name to value, with an error that says what the flag
 // wants. (The value of a flag that can fail to parse is a number, a
-// duration or a boolean, never a credential: it may be shown.)
+// duration, a boolean or one of a list of words, never a credential: it
+// may be shown.)
 func setFlag(fs *flag.FlagSet, name, value string) error {
 	err := fs.Set(name, value)
 	if err == nil {
 		return nil
 	}
-	want := ""
-	if g, ok := fs.Lookup(name).Value.(flag.Getter); ok {
+	return fmt.Errorf("invalid value %q for --%s: want %s", value, name, wants(fs, name, err.Error()))
+}
+
+// wants says what flag name accepts, for the error of a value it refused
+// with the message why.
+func wants(fs *flag.FlagSet, name, why string) string {
+	fl := fs.Lookup(name)
+	if fl == nil {
+		return why
+	}
+	if e, ok := fl.Value.(*enumValue); ok {
+		return e.allowedText()
+	}
+	if g, ok := fl.Value.(flag.Getter); ok {
 		switch g.Get().(type) {
 		case bool:
-			want = "true or false"
+			return "true or false"
 		case time.Duration:
-			want = "a duration such as 500ms, 10s or 1m30s"
+			return "a duration such as 500ms, 10s or 1m30s"
 		case int, int64, uint, uint64:
-			want = "an integer"
+			return "an integer"
 		case float64:
-			want = "a number"
+			return "a number"
 		}
 	}
-	if want == "" {
-		return fmt.Errorf("invalid value for --%s: %v", name, err)
-	}
-	return fmt.Errorf("invalid value %q for --%s: want %s", value, name, want)
+	return why
 }
 
 // setting is one value of a config file.
@@ -226,6 +236,15 @@ func suggest(name string, fs *flag.FlagSet) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// suggestFlag is suggest for a flag given on the command line: " (did you
+// mean --NAME?)" or "".
+func suggestFlag(name string, fs *flag.FlagSet) string {
+	if s := suggest(name, fs); s != "" {
+		return strings.Replace(s, "mean ", "mean --", 1)
+	}
+	return ""
 }
 
 func editDistance(a, b string) int {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 )
@@ -53,9 +54,9 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var err error
 	switch args[0] {
 	case "run":
-		err = cmdRun(ctx, args[1:], stdin, stderr, sig)
+		err = cmdRun(ctx, args[1:], stdin, stdout, stderr, sig)
 	case "verify":
-		err = cmdVerify(ctx, args[1:], stdout, stderr)
+		err = cmdVerify(ctx, args[1:], stdout)
 	case "state":
 		err = cmdState(ctx, args[1:], stdout, stderr)
 	case "uploads":
@@ -66,7 +67,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "filesink: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "filesink: unknown command %q; see 'filesink help'\n", args[0])
 		return exitUsage
 	}
 	var ec exitError
@@ -77,13 +78,20 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return 0
 	case errors.As(err, &ec):
 		if ec.msg != "" {
-			fmt.Fprintln(stderr, "filesink:", ec.msg)
+			fmt.Fprintln(stderr, errorLine(ec.msg))
 		}
 		return ec.code
 	default:
-		fmt.Fprintln(stderr, "filesink:", oneLine(err.Error()))
+		fmt.Fprintln(stderr, errorLine(err.Error()))
 		return 1
 	}
+}
+
+// errorLine is the one line an error is printed as: "filesink: " and the
+// message, without a second "filesink: " in front of a message of package
+// filesink.
+func errorLine(msg string) string {
+	return "filesink: " + strings.TrimPrefix(oneLine(msg), "filesink: ")
 }
 
 // exitError carries an exit code other than 1.
@@ -98,28 +106,76 @@ func usageError(format string, args ...any) error {
 	return exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
 }
 
+// inCommand puts "cmd: " in front of the message of a usage error that
+// does not name its command yet (one made by code that several commands
+// share); other errors are returned as they are.
+func inCommand(cmd string, err error) error {
+	var ec exitError
+	if errors.As(err, &ec) && ec.msg != "" && !strings.HasPrefix(ec.msg, cmd+": ") {
+		ec.msg = cmd + ": " + ec.msg
+		return ec
+	}
+	return err
+}
+
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
 
-// newFlagSet returns a flag set whose errors are returned, not printed twice.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet returns a flag set whose help (--help, -h) goes to stdout and
+// whose parse errors are not printed: parseFlags returns them as one line.
+func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: filesink %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(stdout)
+	fs.Usage = usageFunc(fs, name, synopsis)
 	return fs
 }
 
+// usageFunc prints "Usage: filesink CMD SYNOPSIS" and the flags of fs.
+func usageFunc(fs *flag.FlagSet, cmd, synopsis string) func() {
+	return func() {
+		fmt.Fprintf(fs.Output(), "Usage: filesink %s %s\n\nFlags:\n", cmd, synopsis)
+		fs.PrintDefaults()
+	}
+}
+
+// parseFlags parses args into fs. --help prints the usage and returns
+// flag.ErrHelp; a bad flag is a usage error of one line with a hint,
+// never the whole usage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitError{code: exitUsage}
+	help, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = help
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		help()
+		return err
+	}
+	if err != nil {
+		return usageError("%s: %s; see 'filesink %s --help'", fs.Name(), flagErrorText(fs, err), fs.Name())
 	}
 	if fs.NArg() > 0 {
-		return usageError("%s: unexpected argument %q (flags start with --)", fs.Name(), fs.Arg(0))
+		return usageError("%s: unexpected argument %q (flags start with --); see 'filesink %s --help'", fs.Name(), fs.Arg(0), fs.Name())
 	}
 	return nil
+}
+
+// badValueRE matches the flag package's error for a value a flag refused.
+var badValueRE = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-(\S+): (.*)$`)
+
+// flagErrorText rewrites an error of the flag package with the flags
+// spelled as --name: an unknown flag (with the closest known one), a
+// missing value, a refused value and what the flag wants.
+func flagErrorText(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag --%s%s", name, suggestFlag(name, fs))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", name)
+	}
+	if m := badValueRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("invalid value %s for --%s: want %s", m[1], m[2], wants(fs, m[2], m[3]))
+	}
+	return msg
 }

@@ -36,7 +36,8 @@ func redactURI(uri string) string {
 	return kafka.RedactURI(uri)
 }
 
-// mysqlDSN parses a mysql:// URI. Errors never contain the password.
+// mysqlDSN parses a mysql:// URI; a DSN without a password takes the one
+// of FILESINK_MYSQL_PASSWORD, if set. Errors never contain the password.
 func mysqlDSN(uri string) (*mysql.Config, error) {
 	dsn, ok := strings.CutPrefix(uri, mysqlScheme)
 	if !ok || dsn == "" {
@@ -46,6 +47,7 @@ func mysqlDSN(uri string) (*mysql.Config, error) {
 	if err != nil {
 		return nil, usageError("--sink: invalid MySQL DSN %s (want mysql://USER:PASS@tcp(HOST:PORT)/DB)", redactURI(uri))
 	}
+	mysqlPassword(mc)
 	return mc, nil
 }
 
@@ -86,7 +88,8 @@ type mysqlFlags struct {
 
 func (f *mysqlFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.table, "mysql-table", "", "MySQL sink: target `TABLE` or DB.TABLE (required with a mysql:// sink)")
-	fs.StringVar(&f.mode, "mysql-mode", "insert", "MySQL sink: insert, upsert (set non-key columns) or increment (add to non-key columns)")
+	enumVar(fs, &f.mode, "mysql-mode", "insert", "MySQL sink: `MODE` insert, upsert (set non-key columns) or increment (add to non-key columns)",
+		"insert", "upsert", "increment")
 	fs.StringVar(&f.key, "mysql-key", "", "MySQL sink: key `COL[,COL]` (default: the table's primary key; upsert and increment need one)")
 	fs.StringVar(&f.columns, "mysql-columns", "", "MySQL sink: columns written, `COL[,COL]` (default: every non-generated column; JSON fields map to columns of the same name)")
 	fs.IntVar(&f.batchRows, "mysql-batch-rows", mysqlxa.DefaultBatchRows, "MySQL sink: records per multi-row INSERT")

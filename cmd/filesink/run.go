@@ -60,7 +60,9 @@ Sinks:
                          map to columns; --mysql-mode insert|upsert|increment; needs --state DIR
                          (the XA branches are named by --job, kept in DIR/JOB; see filesink xa);
                          with --parallelism N in upsert/increment mode, records go to the
-                         subtask their --mysql-key hashes to
+                         subtask their --mysql-key hashes to; keep the password off the
+                         command line: FILESINK_MYSQL_PASSWORD holds the password of a DSN
+                         without one (or give the whole --sink in FILESINK_SINK or --config)
   http://HOST:PORT/PATH or https://...
                          POST batches of records as JSON lines (application/x-ndjson) from
                          --http-workers goroutines per subtask, each with an Idempotency-Key
@@ -122,6 +124,7 @@ type runFlags struct {
 	resumeFromOutput                                             bool
 	config, metricsAddr                                          string
 
+	cmdline map[string]bool  // the flags given on the command line
 	metrics *metrics.Metrics // nil without --metrics-addr
 }
 
@@ -132,8 +135,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink, s3://BUCKET/PREFIX/_filesink; required with a mysql:// sink)")
 	fs.BoolVar(&f.bounded, "bounded", false, "Kafka: stop at the end offsets seen at the first start, then exit 0 (same as bounded=true in the URI)")
 	fs.StringVar(&f.start, "start", "", "Kafka: first-run start `POS`: earliest (default), latest, or a time (RFC 3339 or Unix ms); same as start= in the URI")
-	fs.StringVar(&f.format, "format", "jsonl", "part file format: jsonl, csv, text, parquet or arrow (the last two need --schema)")
-	fs.StringVar(&f.compression, "compression", "none", "row format compression: none, gzip or zstd")
+	enumVar(fs, &f.format, "format", "jsonl", "part file `FORMAT`: jsonl, csv, text, parquet or arrow (the last two need --schema)",
+		"jsonl", "csv", "text", "parquet", "arrow")
+	enumVar(fs, &f.compression, "compression", "none", "row format `COMPRESSION`: none, gzip or zstd", "none", "gzip", "zstd")
 	fs.DurationVar(&f.interval, "checkpoint-interval", pipeline.DefaultCheckpointInterval, "time between checkpoints (one due while the previous one runs is taken when it completes; records go on meanwhile)")
 	fs.Int64Var(&f.checkpointEvery, "checkpoint-records", 0, "also checkpoint after this many records, waiting for a running checkpoint (0: off)")
 	fs.StringVar(&f.bucket, "bucket", "none", "bucketing: none, datetime[:LAYOUT], eventtime:FIELD[:LAYOUT], field:NAME, hive:NAME[,NAME]")
@@ -153,17 +157,20 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.csvHeader, "csv-header", false, "CSV: write a header row in every part file (needs --csv-columns)")
 	fs.BoolVar(&f.successFile, "success-file", false, "write BUCKET/_SUCCESS, listing the bucket's files, once a time bucket's range plus --allowed-lateness is over (event-time watermark with eventtime buckets, processing time with datetime) and all its files are committed")
 	fs.DurationVar(&f.lateness, "allowed-lateness", 0, "with --success-file: how long after a bucket's end records may still arrive")
-	fs.StringVar(&f.onBad, "on-bad-record", "fail", "fail: stop with an error naming the record; skip: write it to OUT/_dead-letter and go on")
+	enumVar(fs, &f.onBad, "on-bad-record", "fail", "`ACTION` on a record that cannot be written: fail: stop with an error naming the record; skip: write it to OUT/_dead-letter and go on",
+		"fail", "skip")
 	fs.IntVar(&f.retain, "retain", recovery.DefaultRetain, "checkpoint records to keep")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), on, off")
+	enumVar(fs, &f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error", "debug", "info", "warn", "error")
+	enumVar(fs, &f.progress, "progress", "auto", "progress line on stderr (`WHEN`): auto (when stderr is a terminal), on or off", "auto", "on", "off")
 	f.bulk.register(fs)
 	f.s3.register(fs, true)
 	f.mysql.register(fs)
 	f.http.register(fs)
-	fs.StringVar(&f.guarantee, "guarantee", "", "delivery guarantee: exactly-once (file, s3, mysql sinks: the default), at-least-once (file and s3 sinks: parts published as they roll; http sinks: the default) or at-most-once (http sinks)")
-	fs.StringVar(&f.allowChange, "allow-change", "", "go on although the job differs from the one its state records in these `FIELDS` "+
-		"(comma-separated: source, sink, format, schema, bucketing); the change is kept in the state's job record")
+	enumVar(fs, &f.guarantee, "guarantee", "", "delivery `GUARANTEE`: exactly-once (file, s3, mysql sinks: the default), at-least-once (file and s3 sinks: parts published as they roll; http sinks: the default) or at-most-once (http sinks)",
+		pipeline.ExactlyOnce, pipeline.AtLeastOnce, pipeline.AtMostOnce)
+	enumListVar(fs, &f.allowChange, "allow-change", "go on although the job differs from the one its state records in these `FIELDS` "+
+		"(comma-separated: source, sink, format, schema, bucketing); the change is kept in the state's job record",
+		recovery.IdentityFields()...)
 	fs.BoolVar(&f.resumeFromOutput, "resume-from-output", false, "file and S3 sinks, when the state was lost: rebuild what the output holds from its "+
 		"commit manifests, read the source from the beginning and skip those records (the way out of a lost state)")
 	fs.StringVar(&f.config, "config", "", "read settings from the YAML `FILE` (keys: flag names; see Settings above); default: FILESINK_CONFIG")
@@ -174,16 +181,16 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 // parseRunFlags reads the run flags from args, the environment and the
 // config file, and returns them with the set of flags given (from any of
 // the three).
-func parseRunFlags(args []string, stderr io.Writer) (*runFlags, map[string]bool, error) {
+func parseRunFlags(args []string, stdout io.Writer) (*runFlags, map[string]bool, error) {
 	f := &runFlags{}
-	fs := newFlagSet("run", runSynopsis+"\n\n"+configHelp, stderr)
+	fs := newFlagSet("run", runSynopsis+"\n\n"+configHelp, stdout)
 	f.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, nil, err
 	}
-	cmdline := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { cmdline[fl.Name] = true })
-	if err := applySettings(fs, cmdline, f.config); err != nil {
+	f.cmdline = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.cmdline[fl.Name] = true })
+	if err := applySettings(fs, f.cmdline, f.config); err != nil {
 		return nil, nil, err
 	}
 	if f.source == "" || f.sink == "" {
@@ -215,8 +222,8 @@ func specError(err error) error {
 	return err
 }
 
-func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal) error {
-	f, set, err := parseRunFlags(args, stderr)
+func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os.Signal) error {
+	f, set, err := parseRunFlags(args, stdout)
 	if err != nil {
 		return err
 	}
@@ -247,6 +254,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stderr io.Write
 	if err != nil {
 		return err
 	}
+	warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink})
 	return f.run(ctx, job, spec, log, stderr, sig)
 }
 
@@ -261,7 +269,7 @@ func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *s
 	}
 	var err error
 	if job.cfg.Store, err = openStore(ctx, job.stateURI, &f.s3, client, true, log); err != nil {
-		return err
+		return inCommand("run", err)
 	}
 	if c, ok := job.cfg.Store.(io.Closer); ok {
 		defer func() {
@@ -448,9 +456,9 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 			return s, nil
 		}
 	} else {
-		if srcURI != "-" && !strings.Contains(srcURI, "://") {
-			if _, err := os.Stat(srcURI); err != nil {
-				return fmt.Errorf("run: --source %s: %w", srcURI, err)
+		if p, ok := source.LocalPath(srcURI); ok {
+			if err := checkPath("run: --source ", p, false); err != nil {
+				return err
 			}
 		}
 		j.cfg.OpenSource = func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
@@ -488,7 +496,7 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	}
 	if t.local != "" {
 		if err := os.MkdirAll(t.local, 0o755); err != nil {
-			return nil, fmt.Errorf("run: --sink: %w", err)
+			return nil, usageError("%v", vfs.WrapPath("run: --sink "+t.local, err))
 		}
 	}
 	if err := f.writers(j, l, log); err != nil {
@@ -505,7 +513,7 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 func (f *runFlags) target(ctx context.Context, log *slog.Logger) (*target, error) {
 	t, err := openTarget(ctx, f.sink, &f.s3, log, true)
 	if err != nil {
-		return nil, err
+		return nil, inCommand("run", err)
 	}
 	if t.local != "" {
 		var fsys vfs.FS = vfs.OS{}

@@ -18,7 +18,7 @@ position, and per participant the in-progress parts and the committables
 still pending at that checkpoint. A record that cannot be read (truncated,
 garbage, checksum mismatch, a newer format version) is named on a line of
 its own (on stderr with --json) and skipped; the others are printed, and
-the exit status is then 1.`, stderr)
+the exit status is then 1.`, stdout)
 	dir := fs.String("state", "", "checkpoint store `DIR` or s3://BUCKET/PREFIX (required; the run default is OUT/_filesink)")
 	asJSON := fs.Bool("json", false, "print the records as JSON, one per line")
 	var s3f s3Flags
@@ -31,7 +31,7 @@ the exit status is then 1.`, stderr)
 	}
 	store, err := openStore(ctx, *dir, &s3f, nil, false, nil)
 	if err != nil {
-		return err
+		return inCommand("state", err)
 	}
 	recs, bad, err := recovery.Readable(ctx, store)
 	if err != nil {

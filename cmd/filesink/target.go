@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -33,25 +35,31 @@ func (f *s3Flags) register(fs *flag.FlagSet, write bool) {
 	fs.BoolVar(&f.pathStyle, "s3-path-style", false, "address buckets by path (ENDPOINT/BUCKET), as MinIO needs")
 	fs.StringVar(&f.region, "s3-region", "", "S3 region (default: AWS_REGION or the profile's, else us-east-1)")
 	fs.StringVar(&f.profile, "s3-profile", "", "AWS shared-config profile (default: AWS_PROFILE)")
-	fs.StringVar(&f.integrity, "s3-integrity", "default", "request checksums: default (SDK: CRC32 and SHA-256 of bodies) or fast (only where required; unsigned payload over TLS; per-part CRC kept)")
+	enumVar(fs, &f.integrity, "s3-integrity", "default", "request checksums (`MODE`): default (SDK: CRC32 and SHA-256 of bodies) or fast (only where required; unsigned payload over TLS; per-part CRC kept)",
+		"default", "fast")
 	if !write {
 		return
 	}
 	fs.StringVar(&f.partSize, "s3-part-size", "16MiB", "multipart part size (at least 5MiB)")
 	fs.IntVar(&f.concurrency, "s3-concurrency", s3sink.DefaultConcurrency, "concurrent part uploads per part file")
-	fs.StringVar(&f.sse, "s3-sse", "", "server-side encryption: AES256 (SSE-S3) or aws:kms (SSE-KMS); default: the bucket's")
+	enumVar(fs, &f.sse, "s3-sse", "", "server-side encryption (`KIND`): AES256 (SSE-S3) or aws:kms (SSE-KMS); default: the bucket's", "AES256", "aws:kms")
 	fs.StringVar(&f.kmsKeyID, "s3-kms-key-id", "", "KMS key id for --s3-sse aws:kms")
 	fs.StringVar(&f.storageClass, "s3-storage-class", "", "storage class of published objects (e.g. STANDARD_IA)")
 	fs.StringVar(&f.tags, "s3-tags", "", "object tags KEY=VALUE[,KEY=VALUE]")
 	fs.StringVar(&f.spillDir, "spill-dir", "", "local directory for bytes waiting to be uploaded (default: the system temp dir)")
 }
 
-func (f *s3Flags) client(ctx context.Context) (*s3api.Client, error) {
+// client makes the S3 client of the flags; the SDK's own messages go to
+// log at debug level (nil: nowhere).
+func (f *s3Flags) client(ctx context.Context, log *slog.Logger) (*s3api.Client, error) {
 	integ, err := s3sink.ParseIntegrity(f.integrity)
 	if err != nil {
 		return nil, usageError("--s3-integrity: %v", err)
 	}
 	opts := []s3sink.Option{s3sink.WithEndpoint(f.endpoint), s3sink.WithRegion(f.region), s3sink.WithProfile(f.profile), s3sink.WithIntegrity(integ)}
+	if log != nil {
+		opts = append(opts, s3sink.WithLogger(log))
+	}
 	if f.pathStyle {
 		opts = append(opts, s3sink.WithPathStyle())
 	}
@@ -150,7 +158,7 @@ func openTarget(ctx context.Context, uri string, s3f *s3Flags, log *slog.Logger,
 		return nil, err
 	}
 	t.bucket, t.prefix = bucket, prefix
-	if t.client, err = s3f.client(ctx); err != nil {
+	if t.client, err = s3f.client(ctx, log); err != nil {
 		return nil, err
 	}
 	if write {
@@ -184,8 +192,8 @@ func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Clie
 			return nil, err
 		}
 		if !create {
-			if _, err := (vfs.OS{}).Stat(dir); err != nil {
-				return nil, fmt.Errorf("checkpoint directory %s: %w", dir, err)
+			if err := checkPath("--state ", dir, true); err != nil {
+				return nil, err
 			}
 			return recovery.OpenDir(ctx, vfs.OS{}, dir, recovery.ReadOnly())
 		}
@@ -200,7 +208,7 @@ func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Clie
 		return nil, err
 	}
 	if client == nil {
-		if client, err = s3f.client(ctx); err != nil {
+		if client, err = s3f.client(ctx, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -219,4 +227,24 @@ func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Clie
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkPath returns nil if path exists (and is a directory, with dir set);
+// otherwise a usage error of one line, what and the path, and why: "no
+// such directory", "no such file or directory", "not a directory", or the
+// system's reason. what says which command and flag named the path
+// ("verify: ", "run: --source ").
+func checkPath(what, path string, dir bool) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && dir:
+		return usageError("%s%s: no such directory", what, path)
+	case errors.Is(err, fs.ErrNotExist):
+		return usageError("%s%s: no such file or directory", what, path)
+	case err != nil:
+		return usageError("%v", vfs.WrapPath(what+path, err))
+	case dir && !fi.IsDir():
+		return usageError("%s%s: not a directory", what, path)
+	}
+	return nil
 }

@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -43,16 +43,15 @@ type uploadsArgs struct {
 }
 
 // parseUploads reads the verb and flags of an uploads command.
-func parseUploads(args []string, stderr io.Writer) (*uploadsArgs, error) {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "abort") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fmt.Fprintf(stderr, "Usage: filesink uploads %s\n", uploadsSynopsis)
-			return nil, flag.ErrHelp
-		}
-		return nil, usageError("uploads: want list or abort (see filesink uploads --help)")
+func parseUploads(args []string, stdout io.Writer) (*uploadsArgs, error) {
+	a := &uploadsArgs{}
+	name := "uploads"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		a.verb, args = args[0], args[1:]
+		name += " " + a.verb
 	}
-	a := &uploadsArgs{verb: args[0]}
-	fs := newFlagSet("uploads "+a.verb, uploadsSynopsis, stderr)
+	fs := newFlagSet(name, uploadsSynopsis, stdout)
+	fs.Usage = usageFunc(fs, "uploads", uploadsSynopsis) // the synopsis names the verbs
 	fs.StringVar(&a.sink, "sink", "", "sink `URI` (required): s3://BUCKET/PREFIX")
 	fs.StringVar(&a.state, "state", "", "the job's checkpoint store `DIR` or s3://BUCKET/PREFIX (default s3://BUCKET/PREFIX/_filesink): tells which uploads its records reference")
 	fs.StringVar(&a.prefix, "prefix", "part", "part file name prefix of the sink")
@@ -61,29 +60,30 @@ func parseUploads(args []string, stderr io.Writer) (*uploadsArgs, error) {
 	fs.BoolVar(&a.all, "all", false, "abort: every listed upload (those a checkpoint references only with --force)")
 	fs.BoolVar(&a.force, "force", false, "abort: abort even an upload that a retained checkpoint references (or may: state unreadable), losing its part file's records")
 	a.s3.register(fs, false)
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	if !isS3(a.sink) {
+	switch {
+	case a.verb != "list" && a.verb != "abort":
+		return nil, usageError("uploads: want list or abort (see filesink uploads --help)")
+	case !isS3(a.sink):
 		return nil, usageError("uploads %s: --sink must be s3://BUCKET/PREFIX", a.verb)
-	}
-	if a.verb == "list" && (a.uploadID != "" || a.all || a.force) {
+	case a.verb == "list" && (a.uploadID != "" || a.all || a.force):
 		return nil, usageError("uploads list: --upload-id, --all and --force apply to abort")
-	}
-	if a.verb == "abort" && a.all == (a.uploadID != "") {
+	case a.verb == "abort" && a.all == (a.uploadID != ""):
 		return nil, usageError("uploads abort: give exactly one of --upload-id ID or --all")
 	}
 	return a, nil
 }
 
 func cmdUploads(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	a, err := parseUploads(args, stderr)
+	a, err := parseUploads(args, stdout)
 	if err != nil { // flag.ErrHelp after the help text: exit 0
 		return err
 	}
 	t, err := openTarget(ctx, a.sink, &a.s3, slog.New(slog.NewTextHandler(stderr, nil)), false)
 	if err != nil {
-		return err
+		return inCommand("uploads "+a.verb, err)
 	}
 	be := t.backend.(*s3sink.Backend)
 	ns := a.prefix + "-"

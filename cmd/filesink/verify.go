@@ -13,8 +13,7 @@ import (
 	"github.com/filesink/filesink/recovery"
 )
 
-func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("verify", `--sink URI [--state DIR] [--deep]
+const verifySynopsis = `--sink URI [--state DIR] [--deep]
 
 Audits the output from its files and commit manifests (OUT/_filesink/manifests):
 every visible file is listed in exactly one manifest with its size and
@@ -34,44 +33,77 @@ in-progress file is reported as an orphan, since the bad record may
 reference it).
 
 Prints every violation with the file, manifest or range concerned; exits 1
-if there is any.`, stderr)
-	sink := fs.String("sink", "", "sink `URI` (required): file://OUT, OUT or s3://BUCKET/PREFIX")
-	state := fs.String("state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink; optional)")
-	prefix := fs.String("prefix", "part", "part file name prefix of the sink")
-	deep := fs.Bool("deep", false, "re-read every file and recount its records (parses Parquet and Arrow footers, decompresses gzip and zstd)")
-	noManifests := fs.Bool("no-manifests", false, "skip the manifest audit (output written before filesink kept manifests)")
-	var s3f s3Flags
-	s3f.register(fs, false)
+if there is any, 2 if the output (or the --state given) is not there.`
+
+// verifyArgs are the parsed flags of the verify command.
+type verifyArgs struct {
+	sink, state, prefix string
+	deep, noManifests   bool
+	s3                  s3Flags
+}
+
+// parseVerify reads the flags of the verify command.
+func parseVerify(args []string, stdout io.Writer) (*verifyArgs, error) {
+	a := &verifyArgs{}
+	fs := newFlagSet("verify", verifySynopsis, stdout)
+	fs.StringVar(&a.sink, "sink", "", "sink `URI` (required): file://OUT, OUT or s3://BUCKET/PREFIX")
+	fs.StringVar(&a.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink; optional)")
+	fs.StringVar(&a.prefix, "prefix", "part", "part file name prefix of the sink")
+	fs.BoolVar(&a.deep, "deep", false, "re-read every file and recount its records (parses Parquet and Arrow footers, decompresses gzip and zstd)")
+	fs.BoolVar(&a.noManifests, "no-manifests", false, "skip the manifest audit (output written before filesink kept manifests)")
+	a.s3.register(fs, false)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, err
 	}
-	if *sink == "" {
-		return usageError("verify: --sink is required")
+	if a.sink == "" {
+		return nil, usageError("verify: --sink is required")
 	}
-	if isMySQL(*sink) {
-		return usageError("verify: --sink %s: verify checks file and S3 sinks; a MySQL sink's rows commit atomically with their XA branches (see filesink xa list for prepared branches)", redactURI(*sink))
+	if isMySQL(a.sink) {
+		return nil, usageError("verify: --sink %s: verify checks file and S3 sinks; a MySQL sink's rows commit atomically with their XA branches (see filesink xa list for prepared branches)", redactURI(a.sink))
 	}
-	t, err := openTarget(ctx, *sink, &s3f, slog.New(slog.DiscardHandler), false)
+	if a.state != "" && !isS3(a.state) {
+		dir, err := localPath(a.state, "--state")
+		if err == nil {
+			err = checkPath("--state ", dir, true)
+		}
+		if err != nil {
+			return nil, inCommand("verify", err)
+		}
+	}
+	return a, nil
+}
+
+func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
+	a, err := parseVerify(args, stdout)
 	if err != nil {
 		return err
 	}
+	t, err := openTarget(ctx, a.sink, &a.s3, slog.New(slog.DiscardHandler), false)
+	if err != nil {
+		return inCommand("verify", err)
+	}
+	if t.local != "" {
+		if err := checkPath("verify: ", t.local, true); err != nil {
+			return err
+		}
+	}
 	var vs []recovery.Violation
 	var notes []string
-	if !*noManifests {
-		a := filesink.Auditor{Output: t.backend, DeadLetter: t.dead}
-		if *deep {
-			a.Count = func(f *filesink.ManifestFile, r io.Reader) (int64, error) {
+	if !a.noManifests {
+		au := filesink.Auditor{Output: t.backend, DeadLetter: t.dead}
+		if a.deep {
+			au.Count = func(f *filesink.ManifestFile, r io.Reader) (int64, error) {
 				return filesink.CountRecords(f, r, bulk.Counters()...)
 			}
 		}
-		mv, err := a.Audit(ctx)
+		mv, err := au.Audit(ctx)
 		if err != nil {
 			return err
 		}
 		vs = append(vs, mv...)
 		notes = append(notes, "manifests")
 	}
-	sv, note, err := verifyState(ctx, t, *state, *prefix, *noManifests, &s3f)
+	sv, note, err := verifyState(ctx, t, a.state, a.prefix, a.noManifests, &a.s3)
 	if err != nil {
 		return err
 	}
@@ -83,9 +115,9 @@ if there is any.`, stderr)
 		fmt.Fprintln(stdout, "VIOLATION", v)
 	}
 	if len(vs) > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("verify: %d violation(s) in %s", len(vs), *sink)}
+		return exitError{code: 1, msg: fmt.Sprintf("verify: %d violation(s) in %s", len(vs), a.sink)}
 	}
-	fmt.Fprintf(stdout, "OK: %s is consistent with its %s\n", *sink, strings.Join(notes, " and "))
+	fmt.Fprintf(stdout, "OK: %s is consistent with its %s\n", a.sink, strings.Join(notes, " and "))
 	return nil
 }
 

@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -44,26 +42,29 @@ type xaArgs struct {
 	s3                     s3Flags
 }
 
-// parseXA reads the verb and flags of an xa command.
-func parseXA(args []string, stderr io.Writer) (*xaArgs, error) {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "commit" && args[0] != "rollback") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fmt.Fprintf(stderr, "Usage: filesink xa %s\n", xaSynopsis)
-			return nil, flag.ErrHelp
-		}
-		return nil, usageError("xa: want list, commit or rollback (see filesink xa --help)")
+// parseXA reads the verb and flags of an xa command; --help (with or
+// without a verb) prints them.
+func parseXA(args []string, stdout io.Writer) (*xaArgs, error) {
+	a := &xaArgs{}
+	name := "xa"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		a.verb, args = args[0], args[1:]
+		name += " " + a.verb
 	}
-	a := &xaArgs{verb: args[0]}
 	verb := a.verb
-	fs := newFlagSet("xa "+verb, xaSynopsis, stderr)
-	fs.StringVar(&a.sink, "sink", "", "sink `URI` (required): mysql://USER:PASS@tcp(HOST:PORT)/DB")
+	fs := newFlagSet(name, xaSynopsis, stdout)
+	fs.Usage = usageFunc(fs, "xa", xaSynopsis) // the synopsis names the verbs
+	fs.StringVar(&a.sink, "sink", "", "sink `URI` (required): mysql://USER:PASS@tcp(HOST:PORT)/DB; the password may come from "+mysqlPasswordEnv+" instead")
 	fs.StringVar(&a.job, "job", "", "only branches of this job `ID` (default: the job of --state; without either, every filesink job's)")
 	fs.StringVar(&a.state, "state", "", "the job's checkpoint store `DIR` or s3://BUCKET/PREFIX: picks its job and tells decided branches from undecided ones")
 	xid := fs.String("xid", "", "commit, rollback: the branch, `GTRID/BQUAL` as list prints it")
 	fs.BoolVar(&a.force, "force", false, "commit, rollback: act even if --state says the branch needs the other decision")
 	a.s3.register(fs, false)
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
+	}
+	if verb != "list" && verb != "commit" && verb != "rollback" {
+		return nil, usageError("xa: want list, commit or rollback (see filesink xa --help)")
 	}
 	if a.sink == "" {
 		return nil, usageError("xa %s: --sink is required", verb)
@@ -89,7 +90,7 @@ func parseXA(args []string, stderr io.Writer) (*xaArgs, error) {
 }
 
 func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	a, err := parseXA(args, stderr)
+	a, err := parseXA(args, stdout)
 	if err != nil { // flag.ErrHelp after the help text: exit 0
 		return err
 	}
@@ -98,7 +99,7 @@ func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if a.state != "" {
 		id, err := stateJob(ctx, a.state, &a.s3)
 		if err != nil {
-			return err
+			return inCommand("xa "+a.verb, err)
 		}
 		if jobID != "" && jobID != id {
 			return usageError("xa %s: --job %q is not the job of --state %s (%q)", a.verb, jobID, a.state, id)
@@ -114,6 +115,7 @@ func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if a.verb != "list" && jobID != "" && a.target.Job != jobID {
 		return usageError("xa %s: branch %s belongs to job %q, not %q", a.verb, a.target, a.target.Job, jobID)
 	}
+	warnPasswords(stderr, "xa "+a.verb, map[string]bool{"sink": true}, map[string]string{"sink": a.sink})
 	db, err := openMySQL(ctx, a.sink, "--sink")
 	if err != nil {
 		return err
@@ -190,15 +192,6 @@ func yesNo(b bool) string {
 // stateURI, without writing anything: the one kept in the store, else the
 // one derived from the location (see jobID).
 func stateJob(ctx context.Context, stateURI string, s3f *s3Flags) (string, error) {
-	if !isS3(stateURI) {
-		dir, err := localPath(stateURI, "--state")
-		if err != nil {
-			return "", err
-		}
-		if _, err := os.Stat(dir); err != nil {
-			return "", fmt.Errorf("state directory %s: %w", dir, err)
-		}
-	}
 	store, err := openStore(ctx, stateURI, s3f, nil, false, nil)
 	if err != nil {
 		return "", err

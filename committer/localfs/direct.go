@@ -211,7 +211,7 @@ func (w *writer) writeOut(b []byte, direct bool) error {
 		w.b.directWrites.Add(1)
 	}
 	if err != nil {
-		return w.fail(fmt.Errorf("localfs: write %s: %w", w.b.abs(w.rec.Staging), err))
+		return w.fail(vfs.WrapPath("localfs: write "+w.b.abs(w.rec.Staging), err))
 	}
 	return nil
 }

@@ -223,7 +223,7 @@ func (b *Backend) syncDirs() error {
 	}
 	for p := range parents {
 		if err := b.fs.SyncDir(p); err != nil {
-			return fmt.Errorf("localfs: fsync directory %s: %w", p, err)
+			return vfs.WrapPath("localfs: fsync directory "+p, err)
 		}
 	}
 	for d := range b.unsynced {
@@ -248,12 +248,12 @@ func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (driver
 		return nil, fmt.Errorf("localfs: in-progress file %s recorded with %d bytes is missing: %w", name, r.Length, committer.ErrDataLoss)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("localfs: resume %s: %w", name, err)
+		return nil, vfs.WrapPath("localfs: resume "+name, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("localfs: resume %s: %w", name, err)
+		return nil, vfs.WrapPath("localfs: resume "+name, err)
 	}
 	switch {
 	case fi.Size() < r.Length:
@@ -286,7 +286,7 @@ func (b *Backend) Commit(ctx context.Context, pending json.RawMessage) error {
 		return b.verifyCommitted(r, dir)
 	}
 	if err != nil {
-		return fmt.Errorf("localfs: commit %s: %w", target, err)
+		return vfs.WrapPath("localfs: commit "+target, err)
 	}
 	if st.Size() < r.Length {
 		return fmt.Errorf("localfs: commit %s: staging file %s has %d bytes, the checkpoint recorded %d: %w", target, staging, st.Size(), r.Length, committer.ErrDataLoss)
@@ -294,7 +294,7 @@ func (b *Backend) Commit(ctx context.Context, pending json.RawMessage) error {
 	if st.Size() > r.Length {
 		// Bytes after the recorded length were never part of the checkpoint.
 		if err := b.truncate(staging, r.Length); err != nil {
-			return fmt.Errorf("localfs: commit %s: %w", target, err)
+			return vfs.WrapPath("localfs: commit "+target, err)
 		}
 	}
 	err = b.fs.RenameNoReplace(staging, target)
@@ -303,19 +303,19 @@ func (b *Backend) Commit(ctx context.Context, pending json.RawMessage) error {
 		// names; anything else is somebody else's file.
 		same, cerr := b.sameContent(staging, target)
 		if cerr != nil {
-			return fmt.Errorf("localfs: commit %s: %w", target, cerr)
+			return vfs.WrapPath("localfs: commit "+target, cerr)
 		}
 		if !same {
 			return fmt.Errorf("localfs: commit %s: a different file already has that name (staging kept at %s): %w", target, staging, committer.ErrAlreadyExists)
 		}
 		if err := b.fs.Remove(staging); err != nil {
-			return fmt.Errorf("localfs: commit %s: %w", target, err)
+			return vfs.WrapPath("localfs: commit "+target, err)
 		}
 	} else if err != nil {
-		return fmt.Errorf("localfs: commit %s: %w", target, err)
+		return vfs.WrapPath("localfs: commit "+target, err)
 	}
 	if err := b.fs.SyncDir(dir); err != nil {
-		return fmt.Errorf("localfs: commit %s: %w", target, err)
+		return vfs.WrapPath("localfs: commit "+target, err)
 	}
 	return nil
 }
@@ -327,14 +327,14 @@ func (b *Backend) verifyCommitted(r record, dir string) error {
 		return fmt.Errorf("localfs: commit %s: neither the staging file %s nor the target exists: %w", target, b.abs(r.Staging), committer.ErrDataLoss)
 	}
 	if err != nil {
-		return fmt.Errorf("localfs: commit %s: %w", target, err)
+		return vfs.WrapPath("localfs: commit "+target, err)
 	}
 	if tst.Size() != r.Length {
 		return fmt.Errorf("localfs: commit %s: staging file is gone and the target has %d bytes, the checkpoint recorded %d: %w", target, tst.Size(), r.Length, committer.ErrDataLoss)
 	}
 	// Already committed; make sure the rename is durable.
 	if err := b.fs.SyncDir(dir); err != nil {
-		return fmt.Errorf("localfs: commit %s: %w", target, err)
+		return vfs.WrapPath("localfs: commit "+target, err)
 	}
 	return nil
 }
@@ -464,7 +464,7 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 		return swept, nil
 	}
 	if err != nil {
-		return swept, fmt.Errorf("localfs: sweep %s: %w", dir, err)
+		return swept, vfs.WrapPath("localfs: sweep "+dir, err)
 	}
 	for _, e := range ents {
 		if n := e.Name(); strings.HasPrefix(n, tmpPrefix) && strings.HasSuffix(n, "-"+strings.TrimSuffix(namespace, "-")+".json") {
@@ -484,7 +484,7 @@ const tmpPrefix = ".tmp-"
 func (b *Backend) remove(name string) (removed bool, err error) {
 	err = b.fs.Remove(name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("localfs: sweep %s: %w", name, err)
+		return false, vfs.WrapPath("localfs: sweep "+name, err)
 	}
 	return err == nil, b.fs.SyncDir(filepath.Dir(name))
 }
@@ -618,7 +618,7 @@ func (w *writer) writeBuffered(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	w.size += int64(n)
 	if err != nil {
-		return n, w.fail(fmt.Errorf("localfs: write %s: %w", w.b.abs(w.rec.Staging), err))
+		return n, w.fail(vfs.WrapPath("localfs: write "+w.b.abs(w.rec.Staging), err))
 	}
 	if w.size-w.hinted >= writebackEvery {
 		vfs.StartWriteback(w.f, w.rec.Length+w.hinted, w.size-w.hinted)
@@ -703,7 +703,7 @@ func (w *writer) syncData() error {
 	if err := w.f.Sync(); err != nil {
 		// Never retry fsync on the same descriptor: the kernel may have
 		// dropped the dirty pages.
-		return w.fail(fmt.Errorf("localfs: fsync %s: %w", w.b.abs(w.rec.Staging), err))
+		return w.fail(vfs.WrapPath("localfs: fsync "+w.b.abs(w.rec.Staging), err))
 	}
 	if err := w.b.syncDirs(); err != nil {
 		return w.fail(err)
@@ -713,7 +713,7 @@ func (w *writer) syncData() error {
 	w.mu.Unlock()
 	if !synced {
 		if err := w.b.fs.SyncDir(w.dir); err != nil {
-			return w.fail(fmt.Errorf("localfs: fsync directory %s: %w", w.dir, err))
+			return w.fail(vfs.WrapPath("localfs: fsync directory "+w.dir, err))
 		}
 		w.mu.Lock()
 		w.dirSynced = true
@@ -774,7 +774,7 @@ func (w *writer) CloseForCommit(ctx context.Context) (json.RawMessage, error) {
 	}
 	w.closed = true
 	if err := w.f.Close(); err != nil {
-		return nil, fmt.Errorf("localfs: close %s: %w", w.b.abs(w.rec.Staging), err)
+		return nil, vfs.WrapPath("localfs: close "+w.b.abs(w.rec.Staging), err)
 	}
 	return json.Marshal(r)
 }

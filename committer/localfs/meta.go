@@ -64,7 +64,7 @@ func (b *Backend) put(ctx context.Context, full string, data []byte) error {
 	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:])+"-"+filepath.Base(full))
 	if err := vfs.WriteFileSync(b.fs, tmp, data); err != nil {
 		_ = b.fs.Remove(tmp)
-		return fmt.Errorf("localfs: write %s: %w", full, err)
+		return vfs.WrapPath("localfs: write "+full, err)
 	}
 	err := b.fs.RenameNoReplace(tmp, full)
 	if err != nil {
@@ -115,7 +115,7 @@ func (b *Backend) ListMeta(ctx context.Context, dir string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("localfs: list %s: %w", full, err)
+		return nil, vfs.WrapPath("localfs: list "+full, err)
 	}
 	var names []string
 	for _, e := range ents {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -118,7 +120,9 @@ func brokenConnection(err error) aws.Ternary {
 // web identity, container and instance roles), with the overrides of
 // WithEndpoint, WithPathStyle, WithRegion and WithProfile, the bounded
 // retryer of NewRetryer (WithMaxAttempts, WithMaxBackoff) and, for
-// WithIntegrity(IntegrityFast), the checksum settings described there. The
+// WithIntegrity(IntegrityFast), the checksum settings described there, and
+// the SDK's own log messages sent to the WithLogger logger at debug level
+// (never to stderr, the SDK's default). The
 // options are validated as New validates them; those that configure a
 // Backend or a Store are ignored. Credentials are resolved lazily by the
 // SDK on the first request; they never appear in an error this function
@@ -143,6 +147,11 @@ func NewClient(ctx context.Context, opts ...Option) (*s3api.Client, error) {
 		tr.ResponseHeaderTimeout = 2 * time.Minute
 	})
 	load := []func(*config.LoadOptions) error{
+		// The SDK's own messages ("Response has no supported checksum",
+		// "Skipped validation of multipart checksum", retry notes) would
+		// go to stderr by default: they go to the logger, at debug level.
+		config.WithLogger(sdkLogger(cfg.log)),
+		config.WithClientLogMode(0),
 		config.WithHTTPClient(httpClient),
 		config.WithRetryer(func() aws.Retryer { return newRetryer(attempts, backoff) }),
 		config.WithDefaultRegion("us-east-1"),
@@ -175,6 +184,16 @@ func NewClient(ctx context.Context, opts ...Option) (*s3api.Client, error) {
 			o.APIOptions = append(o.APIOptions, unsignedPayloadOverTLS)
 		}
 	}), nil
+}
+
+// sdkLogger routes the SDK's log messages to log at debug level, never to
+// the SDK's default (stderr). With no client log mode set, the SDK logs
+// no requests, responses or credentials, only notes such as a skipped
+// checksum validation.
+func sdkLogger(log *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		log.Debug("aws sdk: "+fmt.Sprintf(format, v...), "sdk_level", string(c))
+	})
 }
 
 // computePayloadHashID is the ID of the SigV4 middleware that computes (or

@@ -177,8 +177,9 @@ func WithTags(tags map[string]string) Option {
 	return optionFunc(func(o *options) { o.tags = tags })
 }
 
-// WithLogger sets the logger (default: discard). Nothing this package logs
-// contains credentials.
+// WithLogger sets the logger (default: discard) of a Backend or a Store,
+// and for NewClient the logger of the SDK's own messages (at debug level).
+// Nothing this package logs contains credentials.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.log = l }) }
 
 // WithRetryer sets the retryer used for every request, replacing the

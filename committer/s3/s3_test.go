@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -1147,4 +1148,47 @@ func TestOpenExistingLeavesNoMarker(t *testing.T) {
 		t.Error("no upload marker for an open part file")
 	}
 	w.Close()
+}
+
+// TestNewClientSDKMessagesToLogger: the SDK's own messages (reading a
+// multipart object back with checksum validation on, it notes that it
+// skips the composite checksum) go to the WithLogger logger at debug
+// level, not to stderr.
+func TestNewClientSDKMessagesToLogger(t *testing.T) {
+	srv := requireMinio(t)
+	bucket := srv.NewBucket(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey())
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey())
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := NewClient(t.Context(), WithEndpoint(srv.Endpoint()), WithRegion(srv.Region()), WithPathStyle(), WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(c, bucket, "p", WithSpillDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Open(t.Context(), "part-0-r1-1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, w, pattern(1, 6*mib))
+	p, _ := closeForCommit(t, w)
+	if err := b.Commit(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.GetObject(t.Context(), &s3api.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("p/part-0-r1-1.txt"),
+		ChecksumMode: s3types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, out.Body)
+	out.Body.Close()
+	text := logged.String()
+	if !strings.Contains(text, "level=DEBUG") || !strings.Contains(text, "aws sdk: ") || strings.Contains(text, " level=WARN") {
+		t.Errorf("want the SDK's note at debug level in the log, got:\n%s", text)
+	}
 }
