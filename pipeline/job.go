@@ -64,7 +64,7 @@ const (
 	// MySQLOnlySettings apply to a MySQL sink only ("job" also to HTTP).
 	MySQLOnlySettings = "mysql-table mysql-mode mysql-key mysql-columns mysql-batch-rows mysql-marker-table job"
 	// BulkOnlySettings apply to the bulk formats (parquet, arrow) only.
-	BulkOnlySettings = "schema row-group-size parquet-compression parquet-dictionary parquet-page-size parquet-stats arrow-compression"
+	BulkOnlySettings = "schema row-group-size parquet-compression parquet-dictionary parquet-page-size parquet-stats arrow-compression unknown-fields"
 	// FileOnlySettings apply to file and S3 sinks only.
 	FileOnlySettings = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io " +
 		"buffer-budget memory-limit csv-columns csv-header on-bad-record " + BulkOnlySettings + " " +

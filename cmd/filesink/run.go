@@ -23,6 +23,7 @@ import (
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/sinks/async"
@@ -98,8 +99,10 @@ Formats (file and S3 sinks):
                          and a footer), so it rolls at every checkpoint, whatever
                          --roll-on-checkpoint says, and also on --part-size, --rollover and
                          --inactivity; a crash discards the part being written and its records
-                         come again from the source. A record that does not fit the schema is
-                         a bad record (--on-bad-record). The format compresses its own pages
+                         come again from the source. A record that does not fit the schema, or
+                         has a key that is not in it, is a bad record (--on-bad-record); with
+                         --unknown-fields drop such keys are dropped and counted in the log
+                         instead. The format compresses its own pages
                          (--parquet-compression, --arrow-compression): --compression is an
                          error with it`
 
@@ -345,15 +348,20 @@ func (j *job) done(log *slog.Logger, res pipeline.Result) {
 			bad += w.Stats().BadRecords.Load()
 			files += w.Stats().Committed.Load()
 		}
-		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
-			"bad_records", bad, "files_published", files, "end_of_input", res.EndOfInput)
+		args := []any{"checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
+			"bad_records", bad, "files_published", files, "end_of_input", res.EndOfInput}
+		if d := j.dropped; d != nil {
+			args = append(args, "records_with_unknown_fields", d.Records(), "unknown_fields_dropped", d.Fields())
+		}
+		log.Info("done", args...)
 	}
 }
 
 type job struct {
 	cfg      pipeline.Config
 	writers  []*filesink.Writer
-	target   *target // nil for a MySQL sink
+	dropped  *bulk.Dropped // --unknown-fields drop
+	target   *target       // nil for a MySQL sink
 	stateURI string
 
 	mysqlSink bool
@@ -481,6 +489,9 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	}
 	if err := f.writers(j, l, log); err != nil {
 		return nil, err
+	}
+	if f.bulk.unknownFields == string(bulk.DropUnknown) {
+		j.reportDropped(l.bulk, log)
 	}
 	if err := f.markers(j, t.backend, l.assigner, log, set); err != nil {
 		return nil, err
