@@ -61,7 +61,9 @@ Sinks:
                          map to columns; --mysql-mode insert|upsert|increment; needs --state DIR
                          (the XA branches are named by --job, kept in DIR/JOB; see filesink xa);
                          with --parallelism N in upsert/increment mode, records go to the
-                         subtask their --mysql-key hashes to
+                         subtask their --mysql-key hashes to; a record the server rejects is
+                         named in the error, or with --on-bad-record skip written to
+                         --mysql-dead-letter-table in the same XA branch
   http://HOST:PORT/PATH or https://...
                          POST batches of records as JSON lines (application/x-ndjson) from
                          --http-workers goroutines per subtask, each with an Idempotency-Key
@@ -154,7 +156,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.csvHeader, "csv-header", false, "CSV: write a header row in every part file (needs --csv-columns)")
 	fs.BoolVar(&f.successFile, "success-file", false, "write BUCKET/_SUCCESS, listing the bucket's files, once a time bucket's range plus --allowed-lateness is over (event-time watermark with eventtime buckets, processing time with datetime) and all its files are committed")
 	fs.DurationVar(&f.lateness, "allowed-lateness", 0, "with --success-file: how long after a bucket's end records may still arrive")
-	fs.StringVar(&f.onBad, "on-bad-record", "fail", "fail: stop with an error naming the record; skip: write it to OUT/_dead-letter and go on")
+	fs.StringVar(&f.onBad, "on-bad-record", "fail", "fail: stop with an error naming the record; skip: write it to OUT/_dead-letter "+
+		"(MySQL sink: to --mysql-dead-letter-table, in the checkpoint's XA branch), exactly once, and go on")
 	fs.IntVar(&f.retain, "retain", recovery.DefaultRetain, "checkpoint records to keep")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), on, off")
@@ -196,7 +199,7 @@ func (f *runFlags) spec(set map[string]bool) *pipeline.Job {
 	budget, _ := filesink.ParseSize(f.budget) // an invalid one is reported by build
 	return &pipeline.Job{
 		Source: f.source, Sink: f.sink, State: f.state, Guarantee: f.guarantee, Format: f.format,
-		Parallelism: f.parallelism, Retain: f.retain, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
+		Parallelism: f.parallelism, Retain: f.retain, OnBadRecord: f.onBad, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
 		MySQL: pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
 		HTTP: pipeline.HTTPSpec{Workers: f.http.workers, Queue: f.http.queue, BatchRecords: f.http.batchRecords,
 			Linger: f.http.linger, Timeout: f.http.timeout, Retries: f.http.retries},
@@ -333,14 +336,15 @@ func (j *job) done(log *slog.Logger, res pipeline.Result) {
 	case j.httpSink:
 		j.httpDone(log, res)
 	case j.mysqlSink:
-		var recs, rows, branches int64
+		var recs, rows, bad, branches int64
 		for _, s := range j.mysql {
 			recs += s.Stats().Records.Load()
 			rows += s.Stats().Rows.Load()
+			bad += s.Stats().BadRecords.Load()
 			branches += s.Stats().Committed.Load()
 		}
 		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
-			"rows_sent", rows, "branches_committed", branches, "end_of_input", res.EndOfInput)
+			"rows_sent", rows, "bad_records", bad, "branches_committed", branches, "end_of_input", res.EndOfInput)
 	default:
 		var recs, bad, files int64
 		for _, w := range j.writers {
@@ -400,14 +404,20 @@ func (j *job) openMySQL(ctx context.Context, f *runFlags, spec *pipeline.Job, lo
 	if err != nil {
 		return err
 	}
-	sinks, err := f.mysql.sinks(ctx, db, mode, id, f.parallelism, log)
+	var onBad func(i int) func(*source.BadRecordError)
+	if f.onBad == pipeline.SkipBadRecord {
+		onBad = func(i int) func(*source.BadRecordError) {
+			return pipeline.BadRecordFunc(&j.cfg.Events, mysqlxa.ParticipantName(i))
+		}
+	}
+	sinks, err := f.mysql.sinks(ctx, db, mode, id, f.parallelism, onBad, log)
 	if err != nil {
 		db.Close()
 		return err
 	}
 	j.db, j.mysql, j.cfg.Sinks = db, sinks, asPipelineSinks(sinks)
 	log.Info("MySQL sink", "sink", redactURI(f.sink), "table", sinks[0].Table(), "mode", f.mysql.mode,
-		"job", id, "subtasks", len(sinks), "state", j.stateURI)
+		"job", id, "subtasks", len(sinks), "state", j.stateURI, "on_bad_record", f.onBad)
 	if f.parallelism > 1 && mode != mysqlxa.Insert {
 		// Rows of one key written by two subtasks' branches of one
 		// checkpoint would wait for each other's locks: route by key.
