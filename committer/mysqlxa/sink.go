@@ -32,7 +32,7 @@ const deferFactor = 64
 
 // Stats are running totals of a Sink, safe to read concurrently.
 type Stats struct {
-	Records    atomic.Int64 // records accepted by Write
+	Records    atomic.Int64 // records Write accepted as rows (a row the server rejects later is also in BadRecords)
 	Rows       atomic.Int64 // rows sent to the server in batches
 	Prepared   atomic.Int64 // branches prepared
 	Committed  atomic.Int64 // branches committed by this Sink (including re-commits that found them committed)
