@@ -23,8 +23,9 @@ type EventListener struct {
 	Progress func(Progress)
 	// BadRecord: a sink sent a record it could not write to its
 	// dead-letter output (--on-bad-record skip). The sinks report it
-	// themselves: the program that makes a file sink passes this function
-	// to it (filesink.WithBadRecordFunc, through BadRecordFunc).
+	// themselves: the program that makes a file or MySQL sink passes this
+	// function to it (filesink.WithBadRecordFunc,
+	// mysqlxa.WithBadRecordFunc, through BadRecordFunc).
 	BadRecord func(BadRecordInfo)
 }
 

@@ -62,12 +62,15 @@ const MinAutoMemoryLimit = 256 << 20
 // not apply to makes Validate fail.
 const (
 	// MySQLOnlySettings apply to a MySQL sink only ("job" also to HTTP).
-	MySQLOnlySettings = "mysql-table mysql-mode mysql-key mysql-columns mysql-batch-rows mysql-marker-table job"
+	MySQLOnlySettings = "mysql-table mysql-mode mysql-key mysql-columns mysql-batch-rows mysql-marker-table mysql-dead-letter-table job"
+	// BadRecordSettings apply to the sinks with a dead-letter output: file,
+	// S3 (dead-letter files) and MySQL (a dead-letter table).
+	BadRecordSettings = "on-bad-record"
 	// BulkOnlySettings apply to the bulk formats (parquet, arrow) only.
-	BulkOnlySettings = "schema row-group-size parquet-compression parquet-dictionary parquet-page-size parquet-stats arrow-compression"
+	BulkOnlySettings = "schema row-group-size parquet-compression parquet-dictionary parquet-page-size parquet-stats arrow-compression unknown-fields"
 	// FileOnlySettings apply to file and S3 sinks only.
 	FileOnlySettings = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io " +
-		"buffer-budget memory-limit csv-columns csv-header on-bad-record " + BulkOnlySettings + " " +
+		"buffer-budget memory-limit csv-columns csv-header " + BulkOnlySettings + " " +
 		"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir resume-from-output"
 	// HTTPOnlySettings apply to an HTTP sink only.
 	HTTPOnlySettings = "http-workers http-queue http-batch-records http-batch-bytes http-linger http-timeout http-retries"
@@ -100,6 +103,11 @@ type Job struct {
 	// Retain is how many checkpoint records are kept, at least 1; 0 (not
 	// given) is recovery.DefaultRetain.
 	Retain int
+	// OnBadRecord is what a file, S3 or MySQL sink does with a record it
+	// cannot write: "" or "fail" (stop with an error naming it), "skip"
+	// (write it to the dead-letter output: files beside the output, a
+	// table for MySQL, exactly once with its checkpoint, and go on).
+	OnBadRecord string
 	// MySQL holds the settings of a MySQL sink that Validate checks.
 	MySQL MySQLSpec
 	// HTTP holds the settings of an HTTP sink that Validate checks.
@@ -124,6 +132,12 @@ type MySQLSpec struct {
 	Key       string // COL[,COL]: needed with more than one subtask in upsert or increment mode
 	BatchRows int    // at least 1
 }
+
+// Dead-letter modes (Job.OnBadRecord).
+const (
+	FailOnBadRecord = "fail"
+	SkipBadRecord   = "skip"
+)
 
 // HTTPSpec is what Validate checks of an HTTP sink's settings.
 type HTTPSpec struct {
@@ -180,6 +194,11 @@ func (j *Job) Validate() error {
 	if err := j.checkSelfFeeding(); err != nil {
 		return err
 	}
+	switch j.OnBadRecord {
+	case "", FailOnBadRecord, SkipBadRecord:
+	default:
+		return specErr("--on-bad-record must be fail or skip, not %q", j.OnBadRecord)
+	}
 	if j.Retain < 0 || (j.Retain == 0 && j.Given["retain"]) {
 		return specErr("--retain %d: at least one checkpoint record must be kept", j.Retain)
 	}
@@ -214,7 +233,7 @@ func (j *Job) anyGiven(settings, except string) string {
 }
 
 func (j *Job) validateHTTP() error {
-	if name := j.anyGiven(FileOnlySettings+" "+MySQLOnlySettings, "job"); name != "" {
+	if name := j.anyGiven(FileOnlySettings+" "+MySQLOnlySettings+" "+BadRecordSettings, "job"); name != "" {
 		return specErr("--%s does not apply to an http(s):// sink", name)
 	}
 	if j.State == "" {
@@ -257,6 +276,9 @@ func (j *Job) validateMySQL() error {
 	}
 	if j.State == "" {
 		return specErr("a mysql:// sink needs --state DIR (or s3://BUCKET/PREFIX): the checkpoint records that decide its XA branches have no default location")
+	}
+	if j.Given["mysql-dead-letter-table"] && j.OnBadRecord != SkipBadRecord {
+		return specErr("--mysql-dead-letter-table applies with --on-bad-record skip only")
 	}
 	mode, err := j.MySQL.mode()
 	if err != nil {

@@ -3,10 +3,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
+	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/pipeline"
@@ -15,6 +18,7 @@ import (
 // bulkFlags are the settings of the bulk formats (--format parquet|arrow).
 type bulkFlags struct {
 	schema, parquetCompression, arrowCompression, rowGroupSize, dictionary, pageSize string
+	unknownFields                                                                    string
 	stats                                                                            bool
 }
 
@@ -31,6 +35,8 @@ func (f *bulkFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.stats, "parquet-stats", true, "parquet: write column statistics (min, max, null count); --parquet-stats=false turns them off")
 	enumVar(fs, &f.arrowCompression, "arrow-compression", string(bulk.Uncompressed), "arrow: record batch `COMPRESSION`: none, lz4 or zstd",
 		string(bulk.Uncompressed), string(bulk.LZ4), string(bulk.Zstd))
+	enumVar(fs, &f.unknownFields, "unknown-fields", string(bulk.RejectUnknown), "parquet, arrow: a record key that names no field of --schema: reject (a bad record, see --on-bad-record) "+
+		"or drop (the record is written without it; the counts and names are logged)", string(bulk.RejectUnknown), string(bulk.DropUnknown))
 }
 
 // format reads the schema and checks the values of the bulk flags for the
@@ -51,7 +57,12 @@ func (f *bulkFlags) format(name string) (filesink.BulkFormat, error) {
 	if err != nil {
 		return nil, usageError("run: --schema %s: %v", f.schema, err)
 	}
-	opts := []bulk.Option{bulk.WithDictionary(bulk.Dictionary(f.dictionary))}
+	switch u := bulk.UnknownFields(f.unknownFields); u {
+	case bulk.RejectUnknown, bulk.DropUnknown:
+	default:
+		return nil, usageError("run: --unknown-fields %q: want reject or drop", f.unknownFields)
+	}
+	opts := []bulk.Option{bulk.WithDictionary(bulk.Dictionary(f.dictionary)), bulk.WithUnknownFields(bulk.UnknownFields(f.unknownFields))}
 	if !f.stats {
 		opts = append(opts, bulk.WithoutStatistics())
 	}
@@ -97,6 +108,30 @@ func (f *bulkFlags) format(name string) (filesink.BulkFormat, error) {
 		return nil, usageError("run: --format %s: %v", name, err)
 	}
 	return bf, nil
+}
+
+// reportDropped makes the job log, after each checkpoint that saw more,
+// the records whose keys not in the schema the bulk format dropped so far
+// (--unknown-fields drop), the keys and their first names: one line per
+// checkpoint at most. The done line has the totals.
+func (j *job) reportDropped(bf filesink.BulkFormat, log *slog.Logger) {
+	f, ok := bf.(interface{ Dropped() *bulk.Dropped })
+	if !ok {
+		return
+	}
+	d := f.Dropped()
+	j.dropped = d
+	var logged atomic.Int64
+	prev := j.cfg.Events.Committed
+	j.cfg.Events.Committed = func(i committer.CommittedInfo) {
+		if prev != nil {
+			prev(i)
+		}
+		if n := d.Records(); n != logged.Swap(n) {
+			log.Warn("keys not in --schema dropped from records (--unknown-fields drop), totals so far", "checkpoint", i.ID,
+				"records", n, "fields", d.Fields(), "names", strings.Join(d.Names(), ","))
+		}
+	}
 }
 
 func orPositive(err error) error {

@@ -168,6 +168,8 @@ func TestBulkUsageErrors(t *testing.T) {
 		{"parquet flag with arrow", run("--format", "arrow", "--schema", schema, "--parquet-stats=false"), []string{"--parquet-stats", "arrow"}},
 		{"arrow flag with parquet", run("--format", "parquet", "--schema", schema, "--arrow-compression", "lz4"), []string{"--arrow-compression", "parquet"}},
 		{"csv flag with parquet", run("--format", "parquet", "--schema", schema, "--csv-header"), []string{"--csv-header"}},
+		{"bad unknown fields", run("--format", "parquet", "--schema", schema, "--unknown-fields", "ignore"), []string{"--unknown-fields", "ignore"}},
+		{"unknown fields with jsonl", run("--unknown-fields", "drop"), []string{"--unknown-fields", "parquet or arrow"}},
 	}
 	for _, c := range cases {
 		r := cli(t, c.args...)
@@ -187,7 +189,7 @@ func TestBulkUsageErrors(t *testing.T) {
 		}
 	}
 	r := cli(t, "run", "--help")
-	for _, w := range []string{"parquet", "-schema", "-row-group-size", "-parquet-compression", "-parquet-dictionary", "-parquet-page-size", "-parquet-stats", "timestamp_ms"} {
+	for _, w := range []string{"parquet", "-schema", "-row-group-size", "-parquet-compression", "-parquet-dictionary", "-parquet-page-size", "-parquet-stats", "-unknown-fields", "timestamp_ms"} {
 		if !strings.Contains(r.stdout+r.stderr, w) {
 			t.Errorf("run --help does not mention %s", w)
 		}
@@ -230,12 +232,104 @@ func TestBulkBadRecord(t *testing.T) {
 	}
 }
 
+// A record with a key that is not in the schema stops the run naming the
+// record's origin and the key (or goes to the dead letters with
+// --on-bad-record skip); with --unknown-fields drop every record is
+// written without such keys (DuckDB reads the schema's columns only), and
+// the log counts them.
+func TestBulkUnknownFields(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	schema := filepath.Join(dir, "s.json")
+	writeLines(t, schema, `{"fields": [{"name": "id", "type": "int64", "nullable": false},
+		{"name": "addr", "type": "struct", "fields": [{"name": "city", "type": "string"}]}]}`)
+	in := filepath.Join(dir, "in")
+	input := []string{`{"id":1,"addr":{"city":"Oslo"}}`, `{"id":2,"color":"red"}`, `{"id":3,"addr":{"city":"Rome","zip":"00100"},"color":"blue"}`, `{"id":4}`}
+	writeLines(t, filepath.Join(in, "a.jsonl"), input...)
+	for _, format := range []string{"parquet", "arrow"} {
+		out := filepath.Join(dir, format+"-fail")
+		r := cli(t, "run", "--source", in, "--sink", out, "--format", format, "--schema", schema)
+		if r.code != 1 || !strings.Contains(r.stderr, "bad record "+filepath.Join(in, "a.jsonl")+":2") || !strings.Contains(r.stderr, `field "color": not in the schema`) {
+			t.Fatalf("%s: want exit 1 naming a.jsonl:2 and field color, got %v", format, r)
+		}
+		out = filepath.Join(dir, format+"-skip")
+		mustRun(t, "run", "--source", in, "--sink", out, "--format", format, "--schema", schema, "--on-bad-record", "skip")
+		checkExactlyOnce(t, outputLines(t, out), []string{input[0], `{"id":4,"addr":null}`})
+		var dead []string
+		for f := range scanOutput(t, out).deadLetter {
+			lines, err := fileLines(filepath.Join(out, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead = append(dead, lines...)
+		}
+		if len(dead) != 2 || !strings.Contains(dead[0]+dead[1], "a.jsonl:2") || !strings.Contains(dead[0]+dead[1], `field \"addr.zip\": not in the schema`) {
+			t.Errorf("%s: dead letters %q, want a.jsonl:2 and a.jsonl:3 (addr.zip)", format, dead)
+		}
+		out = filepath.Join(dir, format+"-drop")
+		r = mustRun(t, "run", "--source", in, "--sink", out, "--format", format, "--schema", schema, "--unknown-fields", "drop")
+		checkExactlyOnce(t, outputLines(t, out), []string{input[0], `{"id":2,"addr":null}`, `{"id":3,"addr":{"city":"Rome"}}`, `{"id":4,"addr":null}`})
+		for _, w := range []string{"records_with_unknown_fields=2 unknown_fields_dropped=3", "names=color,addr.zip"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: the log does not say %q:\n%s", format, w, r.stderr)
+			}
+		}
+	}
+	query := duckDB(t)
+	files := filepath.Join(dir, "parquet-drop") + "/**/*.parquet"
+	got := query(fmt.Sprintf(`SELECT string_agg(column_name || ' ' || column_type, ', ') AS columns FROM (DESCRIBE SELECT * FROM read_parquet('%s'))`, files))
+	got2 := query(fmt.Sprintf(`SELECT count(*) AS n, sum(id) AS ids, string_agg(addr.city, ',' ORDER BY id) AS cities FROM read_parquet('%s')`, files))
+	if want := "id BIGINT, addr STRUCT(city VARCHAR)"; got["columns"] != want || got2["n"] != "4" || got2["ids"] != "10" || got2["cities"] != "Oslo,Rome" {
+		t.Errorf("DuckDB reads columns %q (want %q) and %v (want 4 rows, ids summing to 10, cities Oslo,Rome)", got["columns"], want, got2)
+	}
+}
+
 // TestParquetDuckDB reads the CLI's Parquet output with a second,
 // independent implementation: DuckDB (npm @duckdb/node-api, installed by
 // scripts/duckdb into the cache). Without node, or when the install fails,
 // it skips, and fails with CI=true.
 func TestParquetDuckDB(t *testing.T) {
 	t.Parallel()
+	query := duckDB(t)
+	dir := t.TempDir()
+	schema := writeGenSchema(t, dir)
+	const count = 30000
+	gen := fmt.Sprintf("gen://?count=%d&seed=5&keys=4", count)
+	var payload int64
+	for _, l := range genLines(t, gen) {
+		var r struct{ Payload string }
+		json.Unmarshal([]byte(l), &r)
+		payload += int64(len(r.Payload))
+	}
+	for _, comp := range []string{"snappy", "zstd", "gzip", "none"} {
+		out := filepath.Join(dir, "out-"+comp)
+		mustRun(t, "run", "--source", gen, "--sink", out, "--format", "parquet", "--schema", schema,
+			"--parquet-compression", comp, "--bucket", "field:key", "--part-size", "128KiB", "--row-group-size", "3000rows")
+		got := query(fmt.Sprintf(`SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, sum(id) AS id_sum,
+			sum((id * 2654435761) %% 4294967296) AS id_hash, sum(length(payload)) AS payload_bytes,
+			count(ts) AS ts_count, min(epoch_ms(ts)) AS ts_min, count(DISTINCT key) AS keys
+			FROM read_parquet('%s/**/*.parquet')`, out))
+		var hash int64
+		for id := range int64(count) {
+			hash += (id * 2654435761) % 4294967296
+		}
+		want := map[string]string{
+			"n": fmt.Sprint(count), "distinct_ids": fmt.Sprint(count), "id_sum": fmt.Sprint(int64(count) * (count - 1) / 2),
+			"id_hash": fmt.Sprint(hash), "payload_bytes": fmt.Sprint(payload), "ts_count": fmt.Sprint(count),
+			"ts_min": "1767225600000", "keys": "4",
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: DuckDB reads %v, want %v", comp, got, want)
+		}
+	}
+}
+
+// duckDB returns a function that runs a query with DuckDB (npm
+// @duckdb/node-api, installed by scripts/duckdb into the cache) and
+// returns its first row, its values as JSON text. Without node, or when
+// the install fails, the test skips, and fails with CI=true.
+func duckDB(t *testing.T) func(q string) map[string]string {
+	t.Helper()
 	unavailable := func(format string, args ...any) {
 		t.Helper()
 		msg := fmt.Sprintf(format, args...)
@@ -259,55 +353,31 @@ func TestParquetDuckDB(t *testing.T) {
 	if err != nil {
 		unavailable("scripts/duckdb: %v\n%s", err, stderr.String())
 	}
-
-	dir := t.TempDir()
-	schema := writeGenSchema(t, dir)
-	const count = 30000
-	gen := fmt.Sprintf("gen://?count=%d&seed=5&keys=4", count)
-	var payload int64
-	for _, l := range genLines(t, gen) {
-		var r struct{ Payload string }
-		json.Unmarshal([]byte(l), &r)
-		payload += int64(len(r.Payload))
-	}
-	for _, comp := range []string{"snappy", "zstd", "gzip", "none"} {
-		out := filepath.Join(dir, "out-"+comp)
-		mustRun(t, "run", "--source", gen, "--sink", out, "--format", "parquet", "--schema", schema,
-			"--parquet-compression", comp, "--bucket", "field:key", "--part-size", "128KiB", "--row-group-size", "3000rows")
-		js := filepath.Join(dir, "q.js")
-		writeLines(t, js, `const { DuckDBInstance } = require('@duckdb/node-api');
+	js := filepath.Join(t.TempDir(), "q.js")
+	writeLines(t, js, `const { DuckDBInstance } = require('@duckdb/node-api');
 (async () => {
   const db = await DuckDBInstance.create(':memory:');
   const con = await db.connect();
   const r = await con.runAndReadAll(process.argv[2]);
   console.log(JSON.stringify(r.getRowObjectsJson()[0]));
 })().catch(e => { console.error(e.message || e); process.exit(1); });`)
-		q := fmt.Sprintf(`SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, sum(id) AS id_sum,
-			sum((id * 2654435761) %% 4294967296) AS id_hash, sum(length(payload)) AS payload_bytes,
-			count(ts) AS ts_count, min(epoch_ms(ts)) AS ts_min, count(DISTINCT key) AS keys
-			FROM read_parquet('%s/**/*.parquet')`, out)
+	return func(q string) map[string]string {
+		t.Helper()
 		cmd := exec.Command(node, js, q)
 		cmd.Env = append(os.Environ(), "NODE_PATH="+strings.TrimSpace(string(modules)))
 		res, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("%s: DuckDB: %v\n%s", comp, err, exitStderr(err))
+			t.Fatalf("DuckDB: %v\n%s", err, exitStderr(err))
 		}
-		var got map[string]string
+		var got map[string]any
 		if err := json.Unmarshal(res, &got); err != nil {
-			t.Fatalf("%s: DuckDB output %q: %v", comp, res, err)
+			t.Fatalf("DuckDB output %q: %v", res, err)
 		}
-		var hash int64
-		for id := range int64(count) {
-			hash += (id * 2654435761) % 4294967296
+		out := map[string]string{}
+		for k, v := range got {
+			out[k] = fmt.Sprint(v)
 		}
-		want := map[string]string{
-			"n": fmt.Sprint(count), "distinct_ids": fmt.Sprint(count), "id_sum": fmt.Sprint(int64(count) * (count - 1) / 2),
-			"id_hash": fmt.Sprint(hash), "payload_bytes": fmt.Sprint(payload), "ts_count": fmt.Sprint(count),
-			"ts_min": "1767225600000", "keys": "4",
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s: DuckDB reads %v, want %v", comp, got, want)
-		}
+		return out
 	}
 }
 

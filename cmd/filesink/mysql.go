@@ -17,6 +17,7 @@ import (
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/kafka"
 )
 
@@ -82,8 +83,8 @@ func scrub(err error, secret string) error {
 
 // mysqlFlags are the settings of a MySQL sink.
 type mysqlFlags struct {
-	table, mode, key, columns, marker, job string
-	batchRows                              int
+	table, mode, key, columns, marker, deadLetter, job string
+	batchRows                                          int
 }
 
 func (f *mysqlFlags) register(fs *flag.FlagSet) {
@@ -94,18 +95,26 @@ func (f *mysqlFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.columns, "mysql-columns", "", "MySQL sink: columns written, `COL[,COL]` (default: every non-generated column; JSON fields map to columns of the same name)")
 	fs.IntVar(&f.batchRows, "mysql-batch-rows", mysqlxa.DefaultBatchRows, "MySQL sink: records per multi-row INSERT")
 	fs.StringVar(&f.marker, "mysql-marker-table", mysqlxa.DefaultMarkerTable, "MySQL sink: table of the XA branches' marker rows (created if absent)")
+	fs.StringVar(&f.deadLetter, "mysql-dead-letter-table", mysqlxa.DefaultDeadLetterTable, "MySQL sink with --on-bad-record skip: `TABLE` of the records that cannot be written "+
+		"(rejected by the sink or by the server), written in the checkpoint's XA branch (created if absent)")
 	fs.StringVar(&f.job, "job", "", "MySQL and HTTP sinks: job `ID` naming its XA branches (MySQL) or starting its idempotency keys (HTTP); keep it across restarts (default: kept in DIR/JOB of --state, first derived from the state location)")
 }
 
-// mysqlSinks makes the n subtasks of a MySQL sink on one pool. The caller
-// closes the pool after the sinks.
-func (f *mysqlFlags) sinks(ctx context.Context, db *sql.DB, mode mysqlxa.Mode, job string, n int, log *slog.Logger) ([]*mysqlxa.Sink, error) {
+// mysqlSinks makes the n subtasks of a MySQL sink on one pool; with onBad
+// (--on-bad-record skip), subtask i sends bad records to the dead-letter
+// table and reports them to onBad(i). The caller closes the pool after the
+// sinks.
+func (f *mysqlFlags) sinks(ctx context.Context, db *sql.DB, mode mysqlxa.Mode, job string, n int,
+	onBad func(i int) func(*source.BadRecordError), log *slog.Logger) ([]*mysqlxa.Sink, error) {
 	var out []*mysqlxa.Sink
 	for i := range n {
-		s, err := mysqlxa.New(ctx, db, f.table,
-			mysqlxa.WithMode(mode), mysqlxa.WithKey(splitList(f.key)...), mysqlxa.WithColumns(splitList(f.columns)...),
+		opts := []mysqlxa.Option{mysqlxa.WithMode(mode), mysqlxa.WithKey(splitList(f.key)...), mysqlxa.WithColumns(splitList(f.columns)...),
 			mysqlxa.WithJob(job), mysqlxa.WithSubtask(i), mysqlxa.WithBatchRows(f.batchRows), mysqlxa.WithMarkerTable(f.marker),
-			mysqlxa.WithLogger(log.With("subtask", i)))
+			mysqlxa.WithLogger(log.With("subtask", i))}
+		if onBad != nil {
+			opts = append(opts, mysqlxa.WithDeadLetterTable(f.deadLetter), mysqlxa.WithBadRecordFunc(onBad(i)))
+		}
+		s, err := mysqlxa.New(ctx, db, f.table, opts...)
 		if err != nil {
 			for _, s := range out {
 				s.Close()

@@ -23,6 +23,7 @@ import (
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/committer/mysqlxa"
 	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/sinks/async"
@@ -60,8 +61,10 @@ Sinks:
                          map to columns; --mysql-mode insert|upsert|increment; needs --state DIR
                          (the XA branches are named by --job, kept in DIR/JOB; see filesink xa);
                          with --parallelism N in upsert/increment mode, records go to the
-                         subtask their --mysql-key hashes to; keep the password off the
-                         command line: FILESINK_MYSQL_PASSWORD holds the password of a DSN
+                         subtask their --mysql-key hashes to; a record the server rejects is
+                         named in the error, or with --on-bad-record skip written to
+                         --mysql-dead-letter-table in the same XA branch; keep the password off
+                         the command line: FILESINK_MYSQL_PASSWORD holds the password of a DSN
                          without one (or give the whole --sink in FILESINK_SINK or --config)
   http://HOST:PORT/PATH or https://...
                          POST batches of records as JSON lines (application/x-ndjson) from
@@ -100,8 +103,10 @@ Formats (file and S3 sinks):
                          and a footer), so it rolls at every checkpoint, whatever
                          --roll-on-checkpoint says, and also on --part-size, --rollover and
                          --inactivity; a crash discards the part being written and its records
-                         come again from the source. A record that does not fit the schema is
-                         a bad record (--on-bad-record). The format compresses its own pages
+                         come again from the source. A record that does not fit the schema, or
+                         has a key that is not in it, is a bad record (--on-bad-record); with
+                         --unknown-fields drop such keys are dropped and counted in the log
+                         instead. The format compresses its own pages
                          (--parquet-compression, --arrow-compression): --compression is an
                          error with it`
 
@@ -157,8 +162,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.csvHeader, "csv-header", false, "CSV: write a header row in every part file (needs --csv-columns)")
 	fs.BoolVar(&f.successFile, "success-file", false, "write BUCKET/_SUCCESS, listing the bucket's files, once a time bucket's range plus --allowed-lateness is over (event-time watermark with eventtime buckets, processing time with datetime) and all its files are committed")
 	fs.DurationVar(&f.lateness, "allowed-lateness", 0, "with --success-file: how long after a bucket's end records may still arrive")
-	enumVar(fs, &f.onBad, "on-bad-record", "fail", "`ACTION` on a record that cannot be written: fail: stop with an error naming the record; skip: write it to OUT/_dead-letter and go on",
-		"fail", "skip")
+	enumVar(fs, &f.onBad, "on-bad-record", "fail", "`ACTION` on a record that cannot be written: fail: stop with an error naming the record; skip: write it to OUT/_dead-letter "+
+		"(MySQL sink: to --mysql-dead-letter-table, in the checkpoint's XA branch), exactly once, and go on", "fail", "skip")
 	fs.IntVar(&f.retain, "retain", recovery.DefaultRetain, "checkpoint records to keep")
 	enumVar(fs, &f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error", "debug", "info", "warn", "error")
 	enumVar(fs, &f.progress, "progress", "auto", "progress line on stderr (`WHEN`): auto (when stderr is a terminal), on or off", "auto", "on", "off")
@@ -206,7 +211,7 @@ func (f *runFlags) spec(set map[string]bool) *pipeline.Job {
 	budget, _ := filesink.ParseSize(f.budget) // an invalid one is reported by build
 	return &pipeline.Job{
 		Source: f.source, Sink: f.sink, State: f.state, Guarantee: f.guarantee, Format: f.format,
-		Parallelism: f.parallelism, Retain: f.retain, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
+		Parallelism: f.parallelism, Retain: f.retain, OnBadRecord: f.onBad, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
 		MySQL: pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
 		HTTP: pipeline.HTTPSpec{Workers: f.http.workers, Queue: f.http.queue, BatchRecords: f.http.batchRecords,
 			Linger: f.http.linger, Timeout: f.http.timeout, Retries: f.http.retries},
@@ -350,14 +355,15 @@ func (j *job) done(log *slog.Logger, res pipeline.Result) {
 	case j.httpSink:
 		j.httpDone(log, res)
 	case j.mysqlSink:
-		var recs, rows, branches int64
+		var recs, rows, bad, branches int64
 		for _, s := range j.mysql {
 			recs += s.Stats().Records.Load()
 			rows += s.Stats().Rows.Load()
+			bad += s.Stats().BadRecords.Load()
 			branches += s.Stats().Committed.Load()
 		}
 		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
-			"rows_sent", rows, "branches_committed", branches, "end_of_input", res.EndOfInput)
+			"rows_sent", rows, "bad_records", bad, "branches_committed", branches, "end_of_input", res.EndOfInput)
 	default:
 		var recs, bad, files int64
 		for _, w := range j.writers {
@@ -365,15 +371,20 @@ func (j *job) done(log *slog.Logger, res pipeline.Result) {
 			bad += w.Stats().BadRecords.Load()
 			files += w.Stats().Committed.Load()
 		}
-		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
-			"bad_records", bad, "files_published", files, "end_of_input", res.EndOfInput)
+		args := []any{"checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
+			"bad_records", bad, "files_published", files, "end_of_input", res.EndOfInput}
+		if d := j.dropped; d != nil {
+			args = append(args, "records_with_unknown_fields", d.Records(), "unknown_fields_dropped", d.Fields())
+		}
+		log.Info("done", args...)
 	}
 }
 
 type job struct {
 	cfg      pipeline.Config
 	writers  []*filesink.Writer
-	target   *target // nil for a MySQL sink
+	dropped  *bulk.Dropped // --unknown-fields drop
+	target   *target       // nil for a MySQL sink
 	stateURI string
 
 	mysqlSink bool
@@ -412,14 +423,20 @@ func (j *job) openMySQL(ctx context.Context, f *runFlags, spec *pipeline.Job, lo
 	if err != nil {
 		return err
 	}
-	sinks, err := f.mysql.sinks(ctx, db, mode, id, f.parallelism, log)
+	var onBad func(i int) func(*source.BadRecordError)
+	if f.onBad == pipeline.SkipBadRecord {
+		onBad = func(i int) func(*source.BadRecordError) {
+			return pipeline.BadRecordFunc(&j.cfg.Events, mysqlxa.ParticipantName(i))
+		}
+	}
+	sinks, err := f.mysql.sinks(ctx, db, mode, id, f.parallelism, onBad, log)
 	if err != nil {
 		db.Close()
 		return err
 	}
 	j.db, j.mysql, j.cfg.Sinks = db, sinks, asPipelineSinks(sinks)
 	log.Info("MySQL sink", "sink", redactURI(f.sink), "table", sinks[0].Table(), "mode", f.mysql.mode,
-		"job", id, "subtasks", len(sinks), "state", j.stateURI)
+		"job", id, "subtasks", len(sinks), "state", j.stateURI, "on_bad_record", f.onBad)
 	if f.parallelism > 1 && mode != mysqlxa.Insert {
 		// Rows of one key written by two subtasks' branches of one
 		// checkpoint would wait for each other's locks: route by key.
@@ -501,6 +518,9 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	}
 	if err := f.writers(j, l, log); err != nil {
 		return nil, err
+	}
+	if f.bulk.unknownFields == string(bulk.DropUnknown) {
+		j.reportDropped(l.bulk, log)
 	}
 	if err := f.markers(j, t.backend, l.assigner, log, set); err != nil {
 		return nil, err

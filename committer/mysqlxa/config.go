@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/filesink/filesink/source"
 )
 
 // Mode says how a record changes the table.
@@ -29,7 +31,11 @@ const (
 	DefaultBatchRows   = 500
 	DefaultBatchBytes  = 4 << 20
 	DefaultMarkerTable = "filesink_xa_marker"
-	DefaultZombieGrace = 2 * time.Second
+	// DefaultDeadLetterTable is the CLI's dead-letter table
+	// (--on-bad-record skip); the library has none unless
+	// WithDeadLetterTable names one.
+	DefaultDeadLetterTable = "filesink_dead_letter"
+	DefaultZombieGrace     = 2 * time.Second
 	// maxPlaceholders is the server's limit on placeholders per statement.
 	maxPlaceholders = 65535
 )
@@ -58,6 +64,8 @@ type config struct {
 	markerTable string
 	zombieGrace time.Duration
 	logger      *slog.Logger
+	deadLetter  string                       // "": bad records are errors
+	onBad       func(*source.BadRecordError) // may be nil
 }
 
 // WithMode sets how a record changes the table: Insert (the default),
@@ -118,6 +126,27 @@ func WithZombieGrace(d time.Duration) Option {
 // WithLogger sets the logger of warnings (ignored fields, killed sessions)
 // and progress (default: discard). Passwords are never logged.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+
+// WithDeadLetterTable makes bad records go, as rows of table name ("name"
+// in the target table's database, or "db.name"; created if absent), into
+// the checkpoint's XA branch instead of failing the write: the records
+// Write rejects (a *RecordError: not a JSON object, a wrong type, a
+// missing key column) and the rows the server rejects for their values
+// (see RecordError). They are committed with the branch, so exactly once
+// with the checkpoint, like the rows. A row has the job, sink, subtask,
+// checkpoint, target table, the record's origin, the error and the
+// record's bytes.
+func WithDeadLetterTable(name string) Option {
+	return optionFunc(func(c *config) { c.deadLetter = name })
+}
+
+// WithBadRecordFunc sets a function called with every bad record sent to
+// the dead-letter table (see WithDeadLetterTable), on the goroutine that
+// calls Write or Prepare, before the call returns; it must not block. The
+// CLI feeds it to the run's event stream (pipeline.BadRecordFunc).
+func WithBadRecordFunc(f func(*source.BadRecordError)) Option {
+	return optionFunc(func(c *config) { c.onBad = f })
+}
 
 // newConfig applies opts to the configuration of table, applies the
 // defaults and checks the configuration alone (the table's schema is

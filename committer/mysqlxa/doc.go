@@ -68,9 +68,13 @@
 // A connection that holds XA state is never returned to the pool: on any
 // error after XA START, and in Close, it is discarded (its session ends:
 // the server rolls back an active branch and keeps a prepared one). A
-// failed batch is never re-run on another connection: the branch fails,
-// the sink fails until Restore, and the job recovers from its last
-// checkpoint.
+// batch the server rejects for a row's values (data too long, out of
+// range, a duplicate key in Insert mode...: see RecordError) is rolled
+// back alone (InnoDB rolls back the failed statement, and the XA branch
+// goes on), and its rows are sent again one INSERT each, in the same
+// branch on the same connection, to find the rejected ones. Any other
+// failed batch is never re-run: the branch fails, the sink fails until
+// Restore, and the job recovers from its last checkpoint.
 //
 // # Records
 //
@@ -82,7 +86,21 @@
 // of exactly-once: any duplicate or loss changes the totals). A record that
 // is not a JSON object, has a value of the wrong type for its column or
 // lacks a key column is a *RecordError naming its origin; nothing of it is
-// written and the sink stays usable.
+// written and the sink stays usable. A row the server rejects for its
+// values (the session's sql_mode decides what is an error: MariaDB's and
+// MySQL's default strict mode makes data too long or out of range one) is
+// a *RecordError naming its origin and the server's error, and fails the
+// branch.
+//
+// # Dead letters
+//
+// With [WithDeadLetterTable], both kinds of bad records become rows of a
+// dead-letter table (created if absent: job, sink, subtask, checkpoint,
+// target table, origin, error, the record's bytes) written inside the
+// checkpoint's branch, and the rest of a rejected batch is written: the
+// dead letters commit with the checkpoint's rows, or are rolled back with
+// them and written again when their records come again from the source,
+// so each is there exactly once. [WithBadRecordFunc] hears of each.
 //
 // # Locks
 //

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,14 @@ type env struct {
 	store recovery.Store
 	job   string
 	keys  int // records use keys k0 .. k<keys-1>; 0: a key per record
+	// badEvery > 0 makes every badEvery-th record bad (see record), for
+	// sinks with the dead-letter table deadTable (extra has the option).
+	badEvery int
+	extra    []mysqlxa.Option // appended to every sink's options
 }
+
+// deadTable is the dead-letter table of an env with badEvery.
+const deadTable = "dead_letters"
 
 func newEnv(t *testing.T, srv *mariadbtest.Server) *env {
 	t.Helper()
@@ -86,9 +94,27 @@ func testLogger(t *testing.T) *slog.Logger {
 // options returns the options of the env's sinks (on e.table); options
 // appended to them override them.
 func (e *env) options() []mysqlxa.Option {
-	return []mysqlxa.Option{mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithJob(e.job), mysqlxa.WithBatchRows(5),
+	return append([]mysqlxa.Option{mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithJob(e.job), mysqlxa.WithBatchRows(5),
 		mysqlxa.WithColumns("k", "n", "amount"),
-		mysqlxa.WithZombieGrace(200 * time.Millisecond), mysqlxa.WithLogger(testLogger(e.t))}
+		mysqlxa.WithZombieGrace(200 * time.Millisecond), mysqlxa.WithLogger(testLogger(e.t))}, e.extra...)
+}
+
+// withBadRecords makes every every-th record of e bad, alternately one
+// the server rejects (an amount out of range of DECIMAL(20,2)) and one the
+// sink rejects (a string for n), and gives e's sinks the dead-letter
+// table.
+func (e *env) withBadRecords(every int) {
+	e.badEvery = every
+	e.extra = append(e.extra, mysqlxa.WithDeadLetterTable(deadTable))
+}
+
+// isBad reports whether record i is bad (badEvery), and whether the
+// server is the one to reject it.
+func (e *env) isBad(i int) (bad, server bool) {
+	if e.badEvery == 0 || i%e.badEvery != e.badEvery-1 {
+		return false, false
+	}
+	return true, (i/e.badEvery)%2 == 0
 }
 
 func (e *env) sink(db *sql.DB, opts []mysqlxa.Option) *mysqlxa.Sink {
@@ -100,11 +126,17 @@ func (e *env) sink(db *sql.DB, opts []mysqlxa.Option) *mysqlxa.Sink {
 	return s
 }
 
-// record i: key k<i%keys>, n 1, amount i%10 + 0.25.
+// record i: key k<i%keys>, n 1, amount i%10 + 0.25, or a bad record
+// (isBad).
 func (e *env) record(i int) []byte {
 	k := i
 	if e.keys > 0 {
 		k = i % e.keys
+	}
+	if bad, server := e.isBad(i); bad && server {
+		return fmt.Appendf(nil, `{"k":"k%d","n":1,"amount":1e19}`, k)
+	} else if bad {
+		return fmt.Appendf(nil, `{"k":"k%d","n":"one","amount":1}`, k)
 	}
 	return fmt.Appendf(nil, `{"k":"k%d","n":1,"amount":%d.25,"extra":"ignored"}`, k, i%10)
 }
@@ -119,6 +151,9 @@ func (e *env) want(n int) map[string]total {
 	sum := map[string]int64{}
 	cnt := map[string]int64{}
 	for i := range n {
+		if bad, _ := e.isBad(i); bad {
+			continue
+		}
 		k := i
 		if e.keys > 0 {
 			k = i % e.keys
@@ -166,7 +201,55 @@ func (e *env) checkExactlyOnce(n int) {
 			e.t.Errorf("key %s: got %+v, want %+v (n counts records: more is a duplicate, less a loss)", k, got[k], w)
 		}
 	}
+	if e.badEvery > 0 {
+		e.checkDeadLetters(n)
+	}
 	e.checkNoBranches()
+}
+
+// checkDeadLetters asserts that the dead-letter table holds exactly the
+// bad records among [0, n), each once, with its origin and error.
+func (e *env) checkDeadLetters(n int) {
+	e.t.Helper()
+	rows, err := e.admin.QueryContext(context.Background(), "SELECT origin, error, record FROM "+e.db+"."+deadTable+" WHERE job = ?", e.job)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]int{}
+	for rows.Next() {
+		var origin, msg, rec string
+		if err := rows.Scan(&origin, &msg, &rec); err != nil {
+			e.t.Fatal(err)
+		}
+		got[origin]++
+		var i int
+		if _, err := fmt.Sscanf(origin, "gen:%d", &i); err != nil {
+			e.t.Errorf("dead letter of origin %q", origin)
+			continue
+		}
+		bad, server := e.isBad(i)
+		want := "column n: want an integer"
+		if server {
+			want = "rejected by the server: Error 1264"
+		}
+		if !bad || rec != string(e.record(i)) || !strings.Contains(msg, want) {
+			e.t.Errorf("dead letter %s: error %q, record %s; want a bad record, %q", origin, msg, rec, want)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	for i := range n {
+		origin := fmt.Sprintf("gen:%d", i)
+		if bad, _ := e.isBad(i); bad && got[origin] != 1 {
+			e.t.Errorf("bad record %s is %d times in the dead-letter table, want once", origin, got[origin])
+		}
+		delete(got, origin)
+	}
+	for origin := range got {
+		e.t.Errorf("dead letter %s: not a bad record of the input", origin)
+	}
 }
 
 func (e *env) checkNoBranches() {

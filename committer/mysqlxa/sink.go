@@ -32,12 +32,13 @@ const deferFactor = 64
 
 // Stats are running totals of a Sink, safe to read concurrently.
 type Stats struct {
-	Records    atomic.Int64 // records accepted by Write
+	Records    atomic.Int64 // records Write accepted as rows (a row the server rejects later is also in BadRecords)
 	Rows       atomic.Int64 // rows sent to the server in batches
 	Prepared   atomic.Int64 // branches prepared
 	Committed  atomic.Int64 // branches committed by this Sink (including re-commits that found them committed)
 	RolledBack atomic.Int64 // branches rolled back by Restore, Sweep
 	Killed     atomic.Int64 // stale sessions killed
+	BadRecords atomic.Int64 // records sent to the dead-letter table (WithDeadLetterTable)
 }
 
 // Sink is one subtask of the MySQL XA sink: it writes records into an XA
@@ -70,7 +71,12 @@ type Sink struct {
 	batch     int               // rows per full batch
 	markBelow uint64            // marker rows of checkpoints below this go with the next branch
 	ignored   map[string]bool
-	vals      [][]byte // per column: the value's text in the record being written
+	vals      [][]byte        // per column: the value's text in the record being written
+	origins   []source.Origin // of each buffered row
+	recs      []byte          // with a dead-letter table: the buffered rows' records, back to back
+	recEnds   []int           // the end of each buffered row's record in recs
+	dl        *deadLetters    // nil: bad records are errors
+	dead      []deadLetter    // bad records waiting for the branch
 	stats     Stats
 	hook      func(point string) error // test seam, see at
 	lockName  string                   // GET_LOCK name held by the session of the active branch
@@ -137,6 +143,11 @@ func New(ctx context.Context, db *sql.DB, table string, opts ...Option) (*Sink, 
 	}
 	s := &Sink{db: db, cfg: cfg, log: cfg.logger.With("sink", "mysqlxa", "table", t.display, "subtask", cfg.subtask),
 		tbl: t, mark: mk, held: map[string]*pconn{}, ignored: map[string]bool{}}
+	if cfg.deadLetter != "" {
+		if s.dl, err = ensureDeadLetters(ctx, db, cfg.deadLetter, t.schema); err != nil {
+			return nil, err
+		}
+	}
 	s.batch = min(cfg.batchRows, maxPlaceholders/len(t.cols))
 	s.vals = make([][]byte, len(t.cols))
 	sum := sha256.Sum256([]byte(s.xid(0, 0).Gtrid()))
@@ -187,7 +198,11 @@ func newNonce() string {
 }
 
 // Name implements committer.Participant: "mysqlxa/<subtask>".
-func (s *Sink) Name() string { return "mysqlxa/" + strconv.Itoa(s.cfg.subtask) }
+func (s *Sink) Name() string { return ParticipantName(s.cfg.subtask) }
+
+// ParticipantName is the name (committer.Participant.Name) of the Sink of
+// subtask: "mysqlxa/" and the subtask number.
+func ParticipantName(subtask int) string { return "mysqlxa/" + strconv.Itoa(subtask) }
 
 // Stats returns the sink's running totals.
 func (s *Sink) Stats() *Stats { return &s.stats }
@@ -217,10 +232,15 @@ func (s *Sink) xid(checkpoint, connID uint64) Xid {
 // the batch is full (see the package documentation, Locks, for the rows
 // buffered while the previous checkpoint awaits its commit). A nil error means the record is accepted: it will be in the branch
 // that the next Prepare prepares (it is not visible before that checkpoint
-// is committed). A bad record gives a *RecordError naming origin, and the
-// sink stays usable; an error from the server fails the branch, and every
-// later call fails until Restore (the job recovers from its last
-// checkpoint).
+// is committed), as a row or, with WithDeadLetterTable, as a dead letter.
+// A bad record gives a *RecordError naming origin, and the sink stays
+// usable (with WithDeadLetterTable it goes to the dead-letter table and
+// Write returns nil). A row of a batch that the server rejects for its
+// values gives a *RecordError naming that row's origin and fails the
+// branch (with WithDeadLetterTable it goes to the dead letters and the
+// rest of the batch is written). Any other error from the server fails
+// the branch, and every later call fails until Restore (the job recovers
+// from its last checkpoint).
 func (s *Sink) Write(ctx context.Context, record []byte, origin source.Origin) error {
 	if s.failed != nil {
 		return s.failed
@@ -228,12 +248,43 @@ func (s *Sink) Write(ctx context.Context, record []byte, origin source.Origin) e
 	if !s.restored {
 		return errors.New("mysqlxa: Write before Restore")
 	}
+	size, re := s.addRow(record, origin)
+	if re != nil {
+		if s.dl == nil {
+			return re
+		}
+		s.deadLetter(record, re)
+	} else {
+		s.rows++
+		s.bytes += size
+		s.rowBytes = append(s.rowBytes, size)
+		s.origins = append(s.origins, origin)
+		if s.dl != nil {
+			s.recs = append(s.recs, record...)
+			s.recEnds = append(s.recEnds, len(s.recs))
+			s.bytes += len(record)
+		}
+		s.stats.Records.Add(1)
+	}
+	if s.full() {
+		return s.flush(ctx)
+	}
+	return nil
+}
+
+// addRow converts record into a row of arguments appended to s.args and
+// returns its approximate size, or, leaving s.args as it was, the
+// *RecordError that says why it cannot be a row.
+func (s *Sink) addRow(record []byte, origin source.Origin) (int, *RecordError) {
+	bad := func(column, reason string) *RecordError {
+		return &RecordError{Origin: origin, Table: s.tbl.display, Column: column, Reason: reason}
+	}
 	if err := jsonscan.ObjectCheck(record); err != nil {
 		reason := "not JSON (" + err.Error() + ")"
 		if se, ok := err.(*jsonscan.SyntaxError); ok && se.Msg == "not a JSON object" {
 			reason = "not a JSON object"
 		}
-		return &RecordError{Origin: origin, Table: s.tbl.display, Reason: reason}
+		return 0, bad("", reason)
 	}
 	vals := s.vals
 	clear(vals)
@@ -252,35 +303,28 @@ func (s *Sink) Write(ctx context.Context, record []byte, origin source.Origin) e
 		c := &s.tbl.cols[i]
 		raw := vals[i]
 		var v any
+		var why string
 		switch {
 		case raw != nil:
-			var why string
-			if v, why = convert(c, raw); why != "" {
-				s.args = s.args[:n0]
-				return &RecordError{Origin: origin, Table: s.tbl.display, Column: c.name, Reason: why}
-			}
+			v, why = convert(c, raw)
 		case c.key:
-			s.args = s.args[:n0]
-			return &RecordError{Origin: origin, Table: s.tbl.display, Column: c.name, Reason: "missing key column"}
+			why = "missing key column"
 		case s.cfg.mode == Increment:
 			v = int64(0)
 		case c.nullable:
 			v = nil
 		default:
+			why = "missing, and the column is NOT NULL (list the columns to write in WithColumns to let the others take their defaults)"
+		}
+		if why != "" {
+			clear(s.args[n0:])
 			s.args = s.args[:n0]
-			return &RecordError{Origin: origin, Table: s.tbl.display, Column: c.name, Reason: "missing, and the column is NOT NULL (list the columns to write in WithColumns to let the others take their defaults)"}
+			return 0, bad(c.name, why)
 		}
 		size += len(raw) + 2
 		s.args = append(s.args, v)
 	}
-	s.rows++
-	s.bytes += size
-	s.rowBytes = append(s.rowBytes, size)
-	s.stats.Records.Add(1)
-	if s.full() {
-		return s.flush(ctx)
-	}
-	return nil
+	return size, nil
 }
 
 // Tick implements pipeline.Sink. The sink has no time-based rules: Tick
@@ -371,9 +415,11 @@ func (s *Sink) begin(ctx context.Context) error {
 }
 
 // flush sends the buffered rows into the branch, in statements of at most
-// s.batch rows and about BatchBytes bytes.
+// s.batch rows and about BatchBytes bytes, and then the dead letters. A
+// statement the server rejects for a row's values (rowRejected) is rolled
+// back alone: its rows are sent again one at a time (oneByOne).
 func (s *Sink) flush(ctx context.Context) error {
-	if s.rows == 0 {
+	if s.rows == 0 && len(s.dead) == 0 {
 		return nil
 	}
 	if err := s.begin(ctx); err != nil {
@@ -400,22 +446,75 @@ func (s *Sink) flush(ctx context.Context) error {
 		} else {
 			_, err = pc.conn.ExecContext(ctx, s.tbl.statement(n), args...)
 		}
-		if err != nil {
-			return s.fail(fmt.Errorf("mysqlxa: table %s: checkpoint %d: insert of %d rows in branch %s: %w%s",
-				s.tbl.display, s.next, n, s.br.xid, err, lockHint(err)))
+		switch {
+		case err == nil:
+			s.br.rows += int64(n)
+			s.stats.Rows.Add(int64(n))
+		case rowRejected(err):
+			if err := s.oneByOne(ctx, row, n); err != nil {
+				return err
+			}
+		default:
+			return s.fail(fmt.Errorf("mysqlxa: table %s: checkpoint %d: insert of %d rows (records %s to %s) in branch %s: %w%s",
+				s.tbl.display, s.next, n, s.origins[row], s.origins[row+n-1], s.br.xid, err, lockHint(err)))
 		}
-		s.br.rows += int64(n)
-		s.stats.Rows.Add(int64(n))
 		row += n
+	}
+	if err := s.writeDead(ctx); err != nil {
+		return err
 	}
 	s.reset()
 	return nil
 }
 
+// oneByOne sends buffered rows [from, from+n) one INSERT each, after the
+// server rejected their batch for a row's values: a rejected row is a
+// *RecordError naming its origin, which fails the branch, or, with a
+// dead-letter table, becomes a dead letter while the other rows are
+// written.
+func (s *Sink) oneByOne(ctx context.Context, from, n int) error {
+	pc := s.br.pc
+	ncol := len(s.tbl.cols)
+	stmt, err := pc.conn.PrepareContext(ctx, s.tbl.statement(1))
+	if err != nil {
+		return s.fail(fmt.Errorf("mysqlxa: table %s: checkpoint %d: branch %s: %w", s.tbl.display, s.next, s.br.xid, err))
+	}
+	defer stmt.Close()
+	for i := from; i < from+n; i++ {
+		_, err := stmt.ExecContext(ctx, s.args[i*ncol:(i+1)*ncol]...)
+		switch {
+		case err == nil:
+			s.br.rows++
+			s.stats.Rows.Add(1)
+		case rowRejected(err):
+			re := &RecordError{Origin: s.origins[i], Table: s.tbl.display, Reason: "rejected by the server: " + err.Error(), Err: err}
+			if s.dl == nil {
+				return s.fail(re)
+			}
+			s.deadLetter(s.recs[s.recStart(i):s.recEnds[i]], re)
+		default:
+			return s.fail(fmt.Errorf("mysqlxa: table %s: checkpoint %d: insert of record %s in branch %s: %w%s",
+				s.tbl.display, s.next, s.origins[i], s.br.xid, err, lockHint(err)))
+		}
+	}
+	return nil
+}
+
+// recStart is where buffered row i's record starts in s.recs.
+func (s *Sink) recStart(i int) int {
+	if i == 0 {
+		return 0
+	}
+	return s.recEnds[i-1]
+}
+
 // reset empties the buffer, dropping references to strings and slices.
 func (s *Sink) reset() {
 	clear(s.args)
+	clear(s.origins)
+	clear(s.dead)
 	s.args, s.rowBytes, s.rows, s.bytes = s.args[:0], s.rowBytes[:0], 0, 0
+	s.origins, s.recs, s.recEnds, s.dead = s.origins[:0], s.recs[:0], s.recEnds[:0], s.dead[:0]
 }
 
 // full reports whether the buffered rows must be sent now. While this Sink
@@ -428,10 +527,11 @@ func (s *Sink) reset() {
 // false; this guards other drivers.) Up to deferFactor batches are
 // buffered that way; beyond, they are sent anyway.
 func (s *Sink) full() bool {
+	rows := max(s.rows, len(s.dead))
 	if len(s.held) > 0 {
-		return s.rows >= deferFactor*s.batch || s.bytes >= deferFactor*s.cfg.batchBytes
+		return rows >= deferFactor*s.batch || s.bytes >= deferFactor*s.cfg.batchBytes
 	}
-	return s.rows >= s.batch || s.bytes >= s.cfg.batchBytes
+	return rows >= s.batch || s.bytes >= s.cfg.batchBytes
 }
 
 // Prepare implements committer.Participant: see prepare;

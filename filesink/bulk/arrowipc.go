@@ -53,6 +53,10 @@ func (f *ArrowFormat) Extension() string { return ".arrow" }
 // Schema returns the format's schema.
 func (f *ArrowFormat) Schema() *Schema { return f.schema }
 
+// Dropped returns what the format's writers dropped from their records
+// with DropUnknown, over the format's life (zero with RejectUnknown).
+func (f *ArrowFormat) Dropped() *Dropped { return f.opts.dropped }
+
 // NewWriter implements filesink.BulkFormat; it returns an *ArrowWriter.
 func (f *ArrowFormat) NewWriter(w io.Writer) (filesink.BulkWriter, error) {
 	return f.NewArrowWriter(w)

@@ -21,7 +21,7 @@ import (
 // batchesOf converts JSON records to Arrow record batches of size rows.
 func batchesOf(t testing.TB, s *Schema, recs [][]byte, size int) []arrow.Record {
 	t.Helper()
-	conv := newConverter(s, memory.NewGoAllocator())
+	conv := dropConverter(s, memory.NewGoAllocator())
 	defer conv.release()
 	var out []arrow.Record
 	for i, r := range recs {
@@ -49,9 +49,9 @@ func TestWriteBatch(t *testing.T) {
 			var format filesink.BulkFormat
 			var err error
 			if name == "parquet" {
-				format, err = Parquet(s, WithCompression(Snappy), WithRowGroupRows(1000))
+				format, err = Parquet(s, WithCompression(Snappy), WithRowGroupRows(1000), WithUnknownFields(DropUnknown))
 			} else {
-				format, err = ArrowIPC(s, WithRowGroupRows(1000))
+				format, err = ArrowIPC(s, WithRowGroupRows(1000), WithUnknownFields(DropUnknown))
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -125,7 +125,7 @@ func TestParquetRoundTrip(t *testing.T) {
 	for _, comp := range []Compression{"", Snappy, Zstd, Gzip, Uncompressed} {
 		for _, dict := range []Dictionary{DictAuto, DictOn, DictOff} {
 			t.Run(fmt.Sprintf("%s/%s", comp, dict), func(t *testing.T) {
-				f, err := Parquet(s, WithCompression(comp), WithDictionary(dict))
+				f, err := Parquet(s, WithCompression(comp), WithDictionary(dict), WithUnknownFields(DropUnknown))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -153,7 +153,7 @@ func TestArrowIPCRoundTrip(t *testing.T) {
 	want := expectRows(t, s, recs)
 	for _, comp := range []Compression{"", Uncompressed, LZ4, Zstd} {
 		t.Run(string(comp), func(t *testing.T) {
-			f, err := ArrowIPC(s, WithCompression(comp))
+			f, err := ArrowIPC(s, WithCompression(comp), WithUnknownFields(DropUnknown))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func TestBadRecords(t *testing.T) {
 		{`{"id":01}`, "", "invalid JSON"},
 	} {
 		for _, name := range []string{"parquet", "arrow"} {
-			f, err := NewFormat(name, s)
+			f, err := NewFormat(name, s, WithUnknownFields(DropUnknown)) // the key zz: syntax checked when skipped
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -272,7 +272,7 @@ func TestBadRecords(t *testing.T) {
 func TestFlushRowGroupsAndBuffered(t *testing.T) {
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(3000, 3)
-	f, _ := Parquet(s)
+	f, _ := Parquet(s, WithUnknownFields(DropUnknown))
 	var buf bytes.Buffer
 	w, _ := f.NewParquetWriter(&buf)
 	if w.Buffered() != 0 {
@@ -326,13 +326,13 @@ func TestFlushRowGroupsAndBuffered(t *testing.T) {
 func TestRowGroupSizeOptions(t *testing.T) {
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(1000, 4)
-	f, _ := Parquet(s, WithRowGroupRows(300))
+	f, _ := Parquet(s, WithRowGroupRows(300), WithUnknownFields(DropUnknown))
 	got, groups := readParquet(t, s, writeAll(t, f, recs, 0))
 	if groups != 4 {
 		t.Errorf("RowGroupRows 300: %d row groups for 1000 rows, want 4", groups)
 	}
 	release(got)
-	f, _ = Parquet(s, WithRowGroupBytes(64<<10))
+	f, _ = Parquet(s, WithRowGroupBytes(64<<10), WithUnknownFields(DropUnknown))
 	got, groups = readParquet(t, s, writeAll(t, f, recs, 0))
 	if groups < 3 {
 		t.Errorf("RowGroupBytes 64 KiB: %d row groups", groups)
@@ -374,7 +374,7 @@ func TestAddArrow(t *testing.T) {
 	recs := genRecords(600, 5)
 	// A batch of records 150..299, built with Arrow builders as a library
 	// user would (here with a converter of its own).
-	conv := newConverter(s, memory.DefaultAllocator)
+	conv := dropConverter(s, memory.DefaultAllocator)
 	defer conv.release()
 	for _, r := range recs[150:300] {
 		if err := conv.add(r); err != nil {
@@ -386,7 +386,7 @@ func TestAddArrow(t *testing.T) {
 	other := array.NewRecord(arrow.NewSchema(s.Arrow().Fields()[:1], nil), []arrow.Array{batch.Column(0)}, batch.NumRows())
 	defer other.Release()
 	for _, name := range []string{"parquet", "arrow"} {
-		f, _ := NewFormat(name, s)
+		f, _ := NewFormat(name, s, WithUnknownFields(DropUnknown))
 		var buf bytes.Buffer
 		w, _ := f.NewWriter(&buf)
 		aw := w.(interface{ AddArrow(arrow.Record) error })

@@ -17,10 +17,13 @@
 // encoding/json, no reflection). JSON numbers of timestamps are epoch units
 // of the field's unit, RFC 3339 strings are accepted too (finer fractions
 // are truncated); dates are day numbers or "YYYY-MM-DD"; decimals are JSON
-// numbers or decimal strings, never rounded; binary is base64. Keys not in
-// the schema are ignored. A record that does not fit is a *FieldError,
-// which matches source.ErrBadRecord and names the field; it leaves
-// nothing behind (records are checked whole before anything is appended).
+// numbers or decimal strings, never rounded; binary is base64. A record
+// that does not fit is a *FieldError, which matches source.ErrBadRecord
+// and names the field; it leaves nothing behind (records are checked
+// whole before anything is appended). A key that names no field of the
+// schema (at the top level or in a struct) makes the record bad too,
+// unless the format drops such keys (WithUnknownFields(DropUnknown)): then
+// the record is added without them, and the format's Dropped counts them.
 // Library users can add Arrow record batches with AddArrow, or, through a
 // filesink.Writer, with WriteBatch (the writers implement
 // filesink.BatchWriter).

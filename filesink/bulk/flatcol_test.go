@@ -18,7 +18,7 @@ func TestFlatColumns(t *testing.T) {
 	for i := 1000; i < 1300; i++ {
 		recs[i] = fmt.Appendf(nil, `{"id":%d}`, i)
 	}
-	opts, err := newConfig([]Option{WithRowGroupRows(1 << 20)})
+	opts, err := newConfig([]Option{WithRowGroupRows(1 << 20), WithUnknownFields(DropUnknown)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestFlatColumns(t *testing.T) {
 func TestTextLimitCuts(t *testing.T) {
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(500, 9)
-	opts, err := newConfig([]Option{WithRowGroupRows(1 << 20)})
+	opts, err := newConfig([]Option{WithRowGroupRows(1 << 20), WithUnknownFields(DropUnknown)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -412,6 +412,14 @@ func genRecords(n int, seed uint64) [][]byte {
 
 func getenv(k string) string { return os.Getenv(k) }
 
+// dropConverter is a converter that drops keys not in the schema
+// (DropUnknown), for genRecords' records.
+func dropConverter(s *Schema, mem memory.Allocator) *converter {
+	c := newConverter(s, mem)
+	c.drop = new(Dropped)
+	return c
+}
+
 // commitFinal takes w's final checkpoint (Prepare), commits its parts and
 // returns how many there were.
 func commitFinal(t testing.TB, w *filesink.Writer) int {

@@ -27,9 +27,11 @@ import (
 // takes its tokens (strings, numbers, literals, skipped values) from
 // jsonscan: no encoding/json, no reflection, and no allocation per record
 // once the scratch buffers have grown. It accepts what encoding/json
-// accepts: strings with invalid UTF-8 or lone surrogates get U+FFFD, a
-// duplicate key keeps its last value, and keys not in the schema are
-// skipped (after checking their syntax). BenchmarkConvertVsArrowJSONReader
+// accepts: strings with invalid UTF-8 or lone surrogates get U+FFFD, and a
+// duplicate key keeps its last value. A key not in the schema makes the
+// record bad (RejectUnknown), or is skipped after checking its value's
+// syntax and counted once the record is added (DropUnknown); only the
+// check phase looks at such keys. BenchmarkConvertVsArrowJSONReader
 // measures it against Arrow's own array.NewJSONReader.
 
 const (
@@ -65,6 +67,23 @@ type converter struct {
 	spans [][][2]int
 	p     parser
 	tmp   []byte // unescaped base64 text
+	// drop, when set, makes keys not in the schema dropped and counted in
+	// it (DropUnknown); nil rejects them (RejectUnknown).
+	drop *Dropped
+	// unk are the dropped keys of the record being converted, counted in
+	// drop once it is added; named are the names this converter has
+	// passed to drop (at most maxDroppedNames), by struct.
+	unk   []unknownKey
+	named map[*node]map[string]bool
+	nameN int
+}
+
+// unknownKey is a key not in the schema: the struct it is in (the root
+// for a top-level key) and its raw contents' span in the record.
+type unknownKey struct {
+	n      *node
+	k0, k1 int
+	esc    bool
 }
 
 // newConverter returns a converter for records of s, whose columns
@@ -151,12 +170,62 @@ func (c *converter) add(rec []byte) error {
 	}
 	p := &c.p
 	*p = parser{b: rec}
+	c.unk = c.unk[:0]
 	if err := c.check(p); err != nil {
 		return fieldError(err)
 	}
 	c.appendRecord(rec)
 	c.rows++
+	if len(c.unk) > 0 {
+		c.countDropped(rec)
+	}
 	return nil
+}
+
+// unknown handles key k0:k1 of rec, in struct n, that names none of its
+// fields: an error naming its path with RejectUnknown, else noted for
+// countDropped. Check phase only.
+func (c *converter) unknown(n *node, rec []byte, k0, k1 int, esc bool) error {
+	if c.drop == nil {
+		key := rec[k0:k1]
+		if esc {
+			key = unescape(nil, key)
+		}
+		return &FieldError{Field: joinPath(n.path, string(key)), Problem: "not in the schema"}
+	}
+	c.unk = append(c.unk, unknownKey{n: n, k0: k0, k1: k1, esc: esc})
+	return nil
+}
+
+// countDropped counts the dropped keys of the record just added, and
+// passes their names to c.drop the first time this converter meets them
+// (until it passed maxDroppedNames).
+func (c *converter) countDropped(rec []byte) {
+	c.drop.records.Add(1)
+	c.drop.fields.Add(int64(len(c.unk)))
+	for _, u := range c.unk {
+		if c.nameN >= maxDroppedNames {
+			return
+		}
+		key := rec[u.k0:u.k1]
+		if u.esc {
+			key = unescape(nil, key)
+		}
+		names := c.named[u.n]
+		if names[string(key)] {
+			continue
+		}
+		if names == nil {
+			if c.named == nil {
+				c.named = map[*node]map[string]bool{}
+			}
+			names = map[string]bool{}
+			c.named[u.n] = names
+		}
+		names[string(key)] = true
+		c.nameN++
+		c.drop.addName(joinPath(u.n.path, string(key)))
+	}
 }
 
 // check is the check phase of add: it parses the record at p into the
@@ -250,7 +319,7 @@ func (c *converter) members(p *parser) error {
 
 // key parses a top-level key whose quoted text is not the one of field
 // guess, and returns the index of its field (-1 for a key not in the
-// schema).
+// schema, which unknown has handled).
 func (c *converter) key(p *parser, guess int) (int, error) {
 	k0, k1, esc, err := p.str()
 	if err != nil {
@@ -260,7 +329,11 @@ func (c *converter) key(p *parser, guess int) (int, error) {
 	if esc {
 		key = unescape(make([]byte, 0, k1-k0), key)
 	}
-	return c.root.lookup(key, guess), nil
+	idx := c.root.lookup(key, guess)
+	if idx < 0 {
+		return idx, c.unknown(c.root, p.b, k0, k1, esc)
+	}
+	return idx, nil
 }
 
 // colon skips the white space and the ':' after a key.

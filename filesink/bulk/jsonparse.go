@@ -161,7 +161,7 @@ func (c *converter) structMembers(p *parser, n *node, check bool, depth int, see
 	}
 	guess := 0
 	for {
-		idx, err := structKey(p, n, guess)
+		idx, err := c.structKey(p, n, guess, check)
 		if err != nil {
 			return err
 		}
@@ -198,8 +198,9 @@ func (c *converter) structMembers(p *parser, n *node, check bool, depth int, see
 }
 
 // structKey parses a key of a struct's object and the ':' after it, and
-// returns the index of its field in n (-1 for a key not in n).
-func structKey(p *parser, n *node, guess int) (int, error) {
+// returns the index of its field in n (-1 for a key not in n, which the
+// check phase passes to unknown).
+func (c *converter) structKey(p *parser, n *node, guess int, check bool) (int, error) {
 	k0, k1, esc, err := p.str()
 	if err != nil {
 		return 0, err
@@ -209,6 +210,11 @@ func structKey(p *parser, n *node, guess int) (int, error) {
 		key = unescape(nil, key)
 	}
 	idx := n.lookup(key, guess)
+	if idx < 0 && check {
+		if err := c.unknown(n, p.b, k0, k1, esc); err != nil {
+			return 0, err
+		}
+	}
 	p.ws()
 	if p.i >= len(p.b) || p.b[p.i] != ':' {
 		return 0, syntaxErr(p, "expected ':' after key")

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -50,12 +52,67 @@ const DefaultRowGroupBytes = filesink.DefaultBufferBudget / 4
 // file 0.1% larger (one page header per 64 KiB).
 const DefaultPageBytes = 64 << 10
 
+// UnknownFields says what a format does with a key of a JSON record (at
+// the top level or inside a struct) that names no field of the schema.
+type UnknownFields string
+
+// Unknown field modes.
+const (
+	// RejectUnknown (the default) makes such a record bad: Add returns a
+	// *FieldError naming the key's path and adds nothing.
+	RejectUnknown UnknownFields = "reject"
+	// DropUnknown drops the key and its value (the record is added
+	// without them) and counts it in the format's Dropped.
+	DropUnknown UnknownFields = "drop"
+)
+
+// maxDroppedNames bounds the names of dropped keys a Dropped keeps (and
+// each writer remembers having passed to it), so that records with ever
+// new keys cannot grow them.
+const maxDroppedNames = 16
+
+// Dropped counts what a format with DropUnknown dropped from the records
+// its writers accepted (Add returned nil): records that had keys not in
+// the schema, and those keys. A record with such keys that Add rejects
+// for another reason is not counted. Safe for concurrent use.
+type Dropped struct {
+	records, fields atomic.Int64
+	mu              sync.Mutex
+	names           []string
+}
+
+// Records is the number of records added without some of their keys.
+func (d *Dropped) Records() int64 { return d.records.Load() }
+
+// Fields is the number of keys dropped (a key dropped from two records
+// counts twice).
+func (d *Dropped) Fields() int64 { return d.fields.Load() }
+
+// Names returns the paths of the first distinct keys dropped ("extra",
+// "addr.zip", "items[].color"), at most 16, in the order they were met.
+func (d *Dropped) Names() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.names...)
+}
+
+// addName notes the path of a dropped key, unless it is known or the
+// names are full.
+func (d *Dropped) addName(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.names) < maxDroppedNames && !slices.Contains(d.names, name) {
+		d.names = append(d.names, name)
+	}
+}
+
 // Option configures a bulk format: the With* functions of this package,
 // passed to Parquet, ArrowIPC or NewFormat, which validate them together.
 // An Option is a value that only this package can make. Without options a
 // format uses Snappy for Parquet (no compression for Arrow IPC), row
 // groups of DefaultRowGroupBytes, pages of DefaultPageBytes, automatic
-// dictionaries and statistics.
+// dictionaries and statistics, and rejects records with keys not in the
+// schema.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -70,6 +127,8 @@ type config struct {
 	dictionary    Dictionary
 	pageBytes     int64
 	noStatistics  bool
+	unknown       UnknownFields
+	dropped       *Dropped // the format's; counted into with DropUnknown
 }
 
 // WithCompression sets the codec ("" for the format's default: Snappy for
@@ -104,6 +163,14 @@ func WithPageBytes(n int64) Option { return optionFunc(func(c *config) { c.pageB
 // Ignored by Arrow IPC.
 func WithoutStatistics() Option { return optionFunc(func(c *config) { c.noStatistics = true }) }
 
+// WithUnknownFields sets what the format does with a key of a JSON record
+// that names no field of the schema: RejectUnknown ("" too, the default)
+// or DropUnknown. It applies to Add (JSON records); AddArrow's batches
+// must have the schema exactly.
+func WithUnknownFields(u UnknownFields) Option {
+	return optionFunc(func(c *config) { c.unknown = u })
+}
+
 // newConfig applies opts, fills in the defaults and returns the errors of
 // the options, joined.
 func newConfig(opts []Option) (config, error) {
@@ -126,6 +193,14 @@ func newConfig(opts []Option) (config, error) {
 	if c.rowGroupBytes == 0 && c.rowGroupRows == 0 {
 		c.rowGroupBytes = DefaultRowGroupBytes
 	}
+	switch c.unknown {
+	case "":
+		c.unknown = RejectUnknown
+	case RejectUnknown, DropUnknown:
+	default:
+		errs = append(errs, fmt.Errorf("bulk: unknown fields mode %q (want reject or drop)", c.unknown))
+	}
+	c.dropped = new(Dropped)
 	switch c.dictionary {
 	case "":
 		c.dictionary = DictAuto

@@ -68,6 +68,10 @@ func (f *ParquetFormat) Extension() string { return ".parquet" }
 // Schema returns the format's schema.
 func (f *ParquetFormat) Schema() *Schema { return f.schema }
 
+// Dropped returns what the format's writers dropped from their records
+// with DropUnknown, over the format's life (zero with RejectUnknown).
+func (f *ParquetFormat) Dropped() *Dropped { return f.opts.dropped }
+
 // NewWriter implements filesink.BulkFormat; it returns a *ParquetWriter.
 func (f *ParquetFormat) NewWriter(w io.Writer) (filesink.BulkWriter, error) {
 	return f.NewParquetWriter(w)

@@ -140,7 +140,7 @@ func writeCase(t *testing.T, f *ParquetFormat, s *Schema, c pipelineCase, recs [
 	}
 	var batch arrow.Record
 	if c.arrowN > 0 {
-		conv := newConverter(s, memory.DefaultAllocator)
+		conv := dropConverter(s, memory.DefaultAllocator)
 		for _, r := range recs[c.arrowAt : c.arrowAt+c.arrowN] {
 			if err := conv.add(r); err != nil {
 				t.Fatal(err)
@@ -206,7 +206,7 @@ func TestPipelineSameBytes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			recs := genRecords(c.n, 11)
-			f, err := Parquet(s, c.opts...)
+			f, err := Parquet(s, append(c.opts, WithUnknownFields(DropUnknown))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func TestPipelineWritesAsItGoes(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(2000, 12)
-	f, _ := Parquet(s, WithRowGroupRows(100))
+	f, _ := Parquet(s, WithRowGroupRows(100), WithUnknownFields(DropUnknown))
 	var out callerWriter
 	w, _ := f.NewParquetWriter(&out)
 	for i, r := range recs {
@@ -270,7 +270,7 @@ func TestPipelineEncodeError(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(2000, 13)
-	f, _ := Parquet(s, WithRowGroupRows(100))
+	f, _ := Parquet(s, WithRowGroupRows(100), WithUnknownFields(DropUnknown))
 	boom := errors.New("boom")
 	for _, failAt := range []int{1, 3} {
 		t.Run(fmt.Sprint(failAt), func(t *testing.T) {
@@ -321,7 +321,7 @@ func TestPipelineWriteError(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(1500, 14)
-	f, _ := Parquet(s, WithRowGroupRows(200))
+	f, _ := Parquet(s, WithRowGroupRows(200), WithUnknownFields(DropUnknown))
 	before := runtime.NumGoroutine()
 	var out callerWriter
 	w, _ := f.NewParquetWriter(&out)
@@ -359,7 +359,7 @@ func TestPipelineLentWriteError(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(1500, 14)
-	f, _ := Parquet(s, WithRowGroupRows(200))
+	f, _ := Parquet(s, WithRowGroupRows(200), WithUnknownFields(DropUnknown))
 	before := runtime.NumGoroutine()
 	full := errors.New("disk full")
 	out := callerWriter{lend: true, lentFail: full}
@@ -390,7 +390,7 @@ func TestPipelineLentWriteError(t *testing.T) {
 func TestPipelineCloseWithoutFlush(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
-	f, _ := Parquet(s, WithRowGroupRows(250))
+	f, _ := Parquet(s, WithRowGroupRows(250), WithUnknownFields(DropUnknown))
 	for _, n := range []int{250, 251, 1000, 1234} {
 		before := runtime.NumGoroutine()
 		recs := genRecords(n, uint64(n))
@@ -474,7 +474,7 @@ func TestPipelineEncodePanic(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(300, 15)
-	f, _ := Parquet(s, WithRowGroupRows(100))
+	f, _ := Parquet(s, WithRowGroupRows(100), WithUnknownFields(DropUnknown))
 	var out callerWriter
 	w, _ := f.NewParquetWriter(&out)
 	w.encoder = func([]arrow.Record) error { panic("boom") }
@@ -510,7 +510,7 @@ func TestPipelineCallerClaims(t *testing.T) {
 	needPipeline(t)
 	s := loadSchema(t, "all_types.json")
 	recs := genRecords(3000, 15)
-	f, err := Parquet(s, WithRowGroupBytes(256<<10))
+	f, err := Parquet(s, WithRowGroupBytes(256<<10), WithUnknownFields(DropUnknown))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,11 @@ type sizeHint struct{ rows, data int }
 
 func newRowBuffer(s *Schema, opts config) *rowBuffer {
 	mem := &countingAllocator{mem: memory.NewGoAllocator()}
-	return &rowBuffer{schema: s, opts: opts, mem: mem, conv: newConverter(s, mem), maxText: math.MaxInt32}
+	conv := newConverter(s, mem)
+	if opts.unknown == DropUnknown {
+		conv.drop = opts.dropped
+	}
+	return &rowBuffer{schema: s, opts: opts, mem: mem, conv: conv, maxText: math.MaxInt32}
 }
 
 func (r *rowBuffer) add(rec []byte) error {

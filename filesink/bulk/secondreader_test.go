@@ -30,11 +30,11 @@ func TestParquetSecondReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := genRecords(1500, 9) // fields not in this schema are ignored
+	recs := genRecords(1500, 9) // keys not in this schema are dropped
 	want := expectRows(t, s, recs)
 	for _, comp := range []Compression{Snappy, Zstd, Gzip, Uncompressed} {
 		t.Run(string(comp), func(t *testing.T) {
-			f, _ := Parquet(s, WithCompression(comp))
+			f, _ := Parquet(s, WithCompression(comp), WithUnknownFields(DropUnknown))
 			data := writeAll(t, f, recs, 700)
 			pf, err := pgo.OpenFile(bytes.NewReader(data), int64(len(data)))
 			if err != nil {

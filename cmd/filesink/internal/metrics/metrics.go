@@ -121,7 +121,7 @@ func New(opts Options) *Metrics {
 			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.records.Load() }) }),
 		counter("filesink_sink_bytes_total", "Bytes of records accepted by the sink subtasks in this run (as read, before encoding and compression).",
 			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.bytes.Load() }) }),
-		counter("filesink_bad_records_total", "Records sent to the dead-letter output (file and S3 sinks, --on-bad-record skip).",
+		counter("filesink_bad_records_total", "Records sent to the dead-letter output (file and S3 sinks: dead-letter files; MySQL: the dead-letter table; --on-bad-record skip).",
 			func() float64 { return float64(m.bad.Load()) }),
 		counter("filesink_files_committed_total", "Part files published by phase 2 in this run (file and S3 sinks; recovery re-commits not counted).",
 			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.committed() }) }),
