@@ -3,6 +3,7 @@ package filesink_test
 import (
 	"bytes"
 	stdgzip "compress/gzip"
+	"context"
 	"encoding/csv"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/source"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
@@ -477,4 +479,35 @@ func frameSize(t *testing.T, b []byte, h zstd.Header) int {
 		t.Fatalf("zstd frame longer than the data")
 	}
 	return off
+}
+
+// BenchmarkJSONLinesEncode is the JSON-lines validation on the sink's hot
+// path, for a generator record (ASCII) and for a record of the same size
+// whose strings are mostly not ASCII.
+func BenchmarkJSONLinesEncode(b *testing.B) {
+	g, err := source.NewGenerator(source.GenConfig{Count: 1, Seed: 1, Size: 1024}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec, err := g.Next(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ascii := bytes.Clone(rec.Value)
+	other := []byte(`{"id":12345,"key":"k-17","ts":"2026-01-01T00:00:00.123Z","payload":"` +
+		strings.Repeat("Grüße aus Köln, 東京と大阪 ", 30) + `"}`)
+	for _, tc := range []struct {
+		name string
+		rec  []byte
+	}{{"ascii", ascii}, {"non-ascii", other}} {
+		b.Run(tc.name, func(b *testing.B) {
+			dst := make([]byte, 0, 2*len(tc.rec))
+			b.SetBytes(int64(len(tc.rec)))
+			for b.Loop() {
+				if _, err := (filesink.JSONLines{}).Encode(dst, tc.rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
