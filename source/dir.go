@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,6 +125,7 @@ func NewDir(ctx context.Context, dir string, pos json.RawMessage, opts ...Option
 	}
 	d.rdr = d.read
 	d.lr = newLineReader(o.bufSize, o.maxLine, d.rdr)
+	d.lr.skipLong = o.skipLong
 	if !isNullPosition(pos) {
 		if err := d.resume(pos); err != nil {
 			return nil, err
@@ -344,7 +346,13 @@ func (d *Dir) Next(ctx context.Context) (Record, error) {
 			}
 			d.idx++
 		case err == errTooLong:
-			return Record{}, d.fail(&LineTooLongError{Origin: Origin{Name: d.names[d.idx], Num: d.lr.line}, Max: d.max})
+			le := &LineTooLongError{Origin: Origin{Name: d.names[d.idx], Num: d.lr.line}, Max: d.max}
+			if !d.lr.skipLong {
+				return Record{}, d.fail(le)
+			}
+			le.Skipped, le.Length, le.Head = true, d.lr.longLen, bytes.Clone(d.lr.head)
+			d.pos = dirPos{File: d.files[d.idx], Offset: d.lr.offset(), Line: d.lr.line}
+			return Record{}, le
 		case ctx.Err() != nil && err == ctx.Err():
 			return Record{}, err
 		default:

@@ -632,3 +632,102 @@ func TestDirNoAllocs(t *testing.T) {
 		t.Errorf("Next allocates %v times per record", allocs)
 	}
 }
+
+// event is a record or a skipped long line, as a reference splitter or a
+// source with WithSkipLongLines gives them.
+type event struct {
+	Value  string // the record, or the skipped line's head
+	Origin string
+	Long   int64 // the skipped line's length; 0: a record
+}
+
+// refSkip splits data as a source with WithSkipLongLines and maximum max
+// does.
+func refSkip(name, data string, max int) []event {
+	var out []event
+	parts := strings.Split(data, "\n")
+	if parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	for i, p := range parts {
+		p = strings.TrimSuffix(p, "\r")
+		origin := name + ":" + strconv.Itoa(i+1)
+		switch {
+		case len(p) > max:
+			out = append(out, event{p[:min(len(p), max, source.LongLineHead)], origin, int64(len(p))})
+		case p != "":
+			out = append(out, event{p, origin, 0})
+		}
+	}
+	return out
+}
+
+// nextEvent reads one record or skipped line; ok is false at the end.
+func nextEvent(t *testing.T, s source.Source, max int) (event, bool) {
+	t.Helper()
+	r, err := s.Next(context.Background())
+	var le *source.LineTooLongError
+	switch {
+	case err == io.EOF:
+		return event{}, false
+	case err == nil:
+		return event{string(r.Value), r.Origin.String(), 0}, true
+	case errors.As(err, &le) && le.Skipped && errors.Is(err, source.ErrLineTooLong):
+		if le.Max != max || !strings.Contains(err.Error(), le.Origin.String()+": line of "+strconv.FormatInt(le.Length, 10)+" bytes") {
+			t.Errorf("error %q (max %d), want it to name %s and the length", err, le.Max, le.Origin)
+		}
+		return event{string(le.Head), le.Origin.String(), le.Length}, true
+	}
+	t.Fatalf("Next: %v", err)
+	return event{}, false
+}
+
+// TestDirSkipLongLines: with WithSkipLongLines a line over the maximum is
+// reported (origin, length, first bytes) and skipped, wherever it falls
+// against the read buffer; the source goes on with the next line, and a
+// position taken after any record or skipped line resumes with exactly
+// the rest.
+func TestDirSkipLongLines(t *testing.T) {
+	const max = 20
+	long := strings.Repeat("L", 45)
+	data := map[string]string{
+		"a": "short\n" + long + "\n" + "after\n" + long + "\r\n" + long + "\n\n" + strings.Repeat("m", max) + "\r\n" + strings.Repeat("n", max+1) + "\r\n",
+		"b": strings.Repeat("x", 100000) + "\nend\n" + long, // a final long line without "\n"
+		"c": long + "\r",
+	}
+	dir := t.TempDir()
+	writeTree(t, dir, data)
+	var want []event
+	for _, f := range []string{"a", "b", "c"} {
+		want = append(want, refSkip(filepath.Join(dir, f), data[f], max)...)
+	}
+	for _, bs := range []int{16, 17, 23, 64, 1 << 20} {
+		opts := []source.Option{source.WithMaxLineSize(max), source.WithBufferSize(bs), source.WithSkipLongLines()}
+		for k := 0; k <= len(want); k++ {
+			d := openDir(t, dir, nil, opts...)
+			var got []event
+			for range k {
+				e, ok := nextEvent(t, d, max)
+				if !ok {
+					t.Fatalf("buffer %d: ended after %d events", bs, len(got))
+				}
+				got = append(got, e)
+			}
+			pos, err := d.Position()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := openDir(t, dir, pos, opts...)
+			for {
+				e, ok := nextEvent(t, r, max)
+				if !ok {
+					break
+				}
+				got = append(got, e)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("buffer %d, resumed after %d: got\n%+v\nwant\n%+v", bs, k, got, want)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // MaxDepth bounds nesting, like encoding/json.
@@ -12,24 +13,33 @@ const MaxDepth = 10000
 type SyntaxError struct {
 	Offset int
 	Msg    string
+	cause  error // a sentinel the error matches (ErrInvalidUTF8), or nil
 }
 
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.Msg)
 }
 
+// Unwrap returns ErrInvalidUTF8 for invalid UTF-8, else nil.
+func (e *SyntaxError) Unwrap() error { return e.cause }
+
+// ErrInvalidUTF8 is matched (errors.Is) by the *SyntaxError of
+// CheckLineUTF8 for a string holding bytes that are not UTF-8.
+var ErrInvalidUTF8 = errors.New("invalid UTF-8")
+
 // Valid reports whether b is one valid JSON value.
 func Valid(b []byte) bool { return Check(b) == nil }
 
 // Check returns nil if b is one valid JSON value, or a *SyntaxError.
 func Check(b []byte) error {
-	_, err := scan(b)
+	_, err := scan(b, false)
 	return err
 }
 
-// scan checks b and reports whether its white space holds a newline.
-func scan(b []byte) (newline bool, err error) {
-	s := scanner{b: b}
+// scan checks b and reports whether its white space holds a newline;
+// with strict, it also rejects invalid UTF-8 in strings.
+func scan(b []byte, strict bool) (newline bool, err error) {
+	s := scanner{b: b, utf8: strict}
 	s.ws()
 	if err := s.value(0); err != nil {
 		return false, err
@@ -60,7 +70,22 @@ var ErrNewline = errors.New("record contains a newline")
 // CheckLine is Check that also rejects a newline anywhere in b, so that b
 // is one line of JSON lines; one pass over b.
 func CheckLine(b []byte) error {
-	newline, err := scan(b)
+	newline, err := scan(b, false)
+	if err == nil && newline {
+		return ErrNewline
+	}
+	return err
+}
+
+// CheckLineUTF8 is CheckLine that also rejects a string holding bytes that
+// are not UTF-8 (RFC 8259 section 8.1: JSON exchanged between systems is
+// UTF-8; Python's json and DuckDB refuse such text), with a *SyntaxError
+// whose Offset is the first invalid byte and that matches ErrInvalidUTF8.
+// UTF-8 outside strings cannot occur in valid JSON. One pass over b: the
+// check costs nothing in ASCII strings, which the string scan skips as
+// fast as CheckLine's.
+func CheckLineUTF8(b []byte) error {
+	newline, err := scan(b, true)
 	if err == nil && newline {
 		return ErrNewline
 	}
@@ -81,9 +106,10 @@ func ObjectCheck(b []byte) error {
 }
 
 type scanner struct {
-	b  []byte
-	i  int
-	nl bool // a newline was seen (only white space can hold one)
+	b    []byte
+	i    int
+	nl   bool // a newline was seen (only white space can hold one)
+	utf8 bool // reject invalid UTF-8 in strings
 }
 
 func (s *scanner) fail(msg string) error { return &SyntaxError{Offset: s.i, Msg: msg} }
@@ -225,25 +251,49 @@ func (s *scanner) str() error {
 	s.i++ // opening quote
 	b := s.b
 	for {
-		i := s.i + IndexSpecial(b[s.i:], false)
+		i := s.i + IndexSpecial(b[s.i:], s.utf8)
 		s.i = i
 		if i >= len(b) {
 			return s.fail("unterminated string")
 		}
-		switch c := b[i]; c {
-		case '"':
+		switch c := b[i]; {
+		case c == '"':
 			s.i++
 			return nil
-		case '\\':
+		case c == '\\':
 			n, msg := escapeLen(b, i)
 			if msg != "" {
 				return s.fail(msg)
 			}
 			s.i += n
+		case c >= utf8.RuneSelf: // only with s.utf8
+			if err := s.multibyte(); err != nil {
+				return err
+			}
 		default:
 			return controlError(i, c)
 		}
 	}
+}
+
+// multibyte checks the rest of a string from its first non-ASCII byte at
+// s.i, up to the next byte that is '"', '\\' or a control character, and
+// moves there. Stopping at every non-ASCII character instead would cost
+// a call per character in text that is mostly not ASCII.
+func (s *scanner) multibyte() error {
+	b := s.b
+	j := s.i + IndexSpecial(b[s.i:], false)
+	if !utf8.Valid(b[s.i:j]) {
+		for s.i < j {
+			r, n := utf8.DecodeRune(b[s.i:j])
+			if r == utf8.RuneError && n == 1 {
+				return &SyntaxError{Offset: s.i, Msg: "invalid UTF-8 in a string", cause: ErrInvalidUTF8}
+			}
+			s.i += n
+		}
+	}
+	s.i = j
+	return nil
 }
 
 func (s *scanner) number() error {

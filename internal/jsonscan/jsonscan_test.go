@@ -1,10 +1,12 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var cases = []string{
@@ -89,4 +91,78 @@ func TestCheckLine(t *testing.T) {
 			t.Errorf("CheckLine(%q) = %v, want %v (syntax error: %v)", c.in, err, c.want, c.syntax)
 		}
 	}
+}
+
+// checkLineUTF8Ref is what CheckLineUTF8 must accept: valid JSON (as
+// encoding/json says), valid UTF-8 and no newline.
+func checkLineUTF8Ref(b []byte) bool {
+	return json.Valid(b) && utf8.Valid(b) && !bytes.ContainsRune(b, '\n')
+}
+
+func TestCheckLineUTF8(t *testing.T) {
+	for _, c := range []struct {
+		in  string
+		off int // offset of the first invalid byte; -1: valid
+	}{
+		{`{"a":"héllo ☃ 東京 🙂"}`, -1},
+		{`{"a":"\ufffd is fine, and so is ` + "\uFFFD" + `"}`, -1},
+		{"{\"a\":\"x\xffy\"}", 7},
+		{"{\"a\":\"\xc3\"}", 6},                    // a lead byte without its continuation
+		{"{\"a\":\"\xe6\x9d\"}", 6},                // a truncated 3-byte sequence
+		{"{\"a\":\"\xed\xa0\x80\"}", 6},            // a UTF-16 surrogate encoded in UTF-8
+		{"{\"a\":\"\xc0\xaf\"}", 6},                // an overlong encoding of '/'
+		{"{\"a\":\"\xf4\x90\x80\x80\"}", 6},        // above U+10FFFF
+		{"{\"a\":\"é\x80\"}", 8},                   // a stray continuation byte
+		{"{\"a\":\"ok\",\"b\":\"é\\\"\xff\"}", 19}, // after an escape
+		{"{\"k\xff\":1}", 3},                       // in a key
+	} {
+		err := CheckLineUTF8([]byte(c.in))
+		var se *SyntaxError
+		switch {
+		case c.off < 0 && err != nil:
+			t.Errorf("CheckLineUTF8(%q) = %v, want nil", c.in, err)
+		case c.off >= 0 && (!errors.As(err, &se) || !errors.Is(err, ErrInvalidUTF8) || se.Offset != c.off):
+			t.Errorf("CheckLineUTF8(%q) = %v, want invalid UTF-8 at byte %d", c.in, err, c.off)
+		}
+		if got, want := err == nil, checkLineUTF8Ref([]byte(c.in)); got != want {
+			t.Errorf("CheckLineUTF8(%q) accepts: %v, reference: %v", c.in, got, want)
+		}
+		// CheckLine keeps accepting what encoding/json accepts.
+		if got, want := CheckLine([]byte(c.in)) == nil, json.Valid([]byte(c.in)); got != want {
+			t.Errorf("CheckLine(%q) accepts: %v, encoding/json: %v", c.in, got, want)
+		}
+	}
+	if err := CheckLineUTF8([]byte("{\"a\":\"é\"}\n")); err != ErrNewline {
+		t.Errorf("newline: %v, want ErrNewline", err)
+	}
+	if err := CheckLineUTF8([]byte("{\"a\":\xff}")); err == nil || errors.Is(err, ErrInvalidUTF8) {
+		t.Errorf("a byte above 0x7f outside a string: %v, want a plain syntax error", err)
+	}
+}
+
+// TestCheckLineUTF8Strides puts valid and invalid UTF-8 at every position
+// of strings longer than the string scanner's strides.
+func TestCheckLineUTF8Strides(t *testing.T) {
+	for _, c := range []string{"é", "東", "🙂", "\xff", "\xc3", "\xe6\x9d", "\x80", "é\\n", "\xed\xa0\x80"} {
+		for n := 0; n < 70; n++ {
+			for at := 0; at <= n; at++ {
+				doc := []byte(`{"k":"` + strings.Repeat("a", at) + c + strings.Repeat("b", n-at) + `","n":1}`)
+				if got, want := CheckLineUTF8(doc) == nil, checkLineUTF8Ref(doc); got != want {
+					t.Fatalf("CheckLineUTF8(%q) accepts: %v, want %v", doc, got, want)
+				}
+			}
+		}
+	}
+}
+
+func FuzzCheckLineUTF8(f *testing.F) {
+	for _, c := range cases {
+		f.Add([]byte(c))
+	}
+	f.Add([]byte("{\"a\":\"é\xff\"}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := CheckLineUTF8(b) == nil, checkLineUTF8Ref(b); got != want {
+			t.Fatalf("CheckLineUTF8(%q) accepts: %v, want %v", b, got, want)
+		}
+	})
 }
