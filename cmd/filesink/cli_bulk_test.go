@@ -230,12 +230,12 @@ func TestBulkBadRecord(t *testing.T) {
 	}
 }
 
-// TestParquetDuckDB reads the CLI's Parquet output with a second,
-// independent implementation: DuckDB (npm @duckdb/node-api, installed by
-// scripts/duckdb into the cache). Without node, or when the install fails,
-// it skips, and fails with CI=true.
-func TestParquetDuckDB(t *testing.T) {
-	t.Parallel()
+// duckDB returns a function that runs one SQL query with DuckDB (npm
+// @duckdb/node-api, installed by scripts/duckdb into the cache) and
+// returns the first row, its values as JSON text. Without node, or when
+// the install fails, it skips the test, and fails it with CI=true.
+func duckDB(t *testing.T) func(query string) (map[string]string, error) {
+	t.Helper()
 	unavailable := func(format string, args ...any) {
 		t.Helper()
 		msg := fmt.Sprintf(format, args...)
@@ -259,7 +259,38 @@ func TestParquetDuckDB(t *testing.T) {
 	if err != nil {
 		unavailable("scripts/duckdb: %v\n%s", err, stderr.String())
 	}
+	js := filepath.Join(t.TempDir(), "q.js")
+	writeLines(t, js, `const { DuckDBInstance } = require('@duckdb/node-api');
+(async () => {
+  const db = await DuckDBInstance.create(':memory:');
+  const con = await db.connect();
+  const r = await con.runAndReadAll(process.argv[2]);
+  console.log(JSON.stringify(r.getRowObjectsJson()[0]));
+})().catch(e => { console.error(e.message || e); process.exit(1); });`)
+	return func(query string) (map[string]string, error) {
+		cmd := exec.Command(node, js, query)
+		cmd.Env = append(os.Environ(), "NODE_PATH="+strings.TrimSpace(string(modules)))
+		res, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("DuckDB: %v: %s", err, strings.TrimSpace(exitStderr(err)))
+		}
+		var row map[string]any
+		if err := json.Unmarshal(res, &row); err != nil {
+			return nil, fmt.Errorf("DuckDB output %q: %v", res, err)
+		}
+		got := map[string]string{}
+		for k, v := range row {
+			got[k] = fmt.Sprint(v)
+		}
+		return got, nil
+	}
+}
 
+// TestParquetDuckDB reads the CLI's Parquet output with a second,
+// independent implementation: DuckDB (duckDB).
+func TestParquetDuckDB(t *testing.T) {
+	t.Parallel()
+	query := duckDB(t)
 	dir := t.TempDir()
 	schema := writeGenSchema(t, dir)
 	const count = 30000
@@ -274,27 +305,13 @@ func TestParquetDuckDB(t *testing.T) {
 		out := filepath.Join(dir, "out-"+comp)
 		mustRun(t, "run", "--source", gen, "--sink", out, "--format", "parquet", "--schema", schema,
 			"--parquet-compression", comp, "--bucket", "field:key", "--part-size", "128KiB", "--row-group-size", "3000rows")
-		js := filepath.Join(dir, "q.js")
-		writeLines(t, js, `const { DuckDBInstance } = require('@duckdb/node-api');
-(async () => {
-  const db = await DuckDBInstance.create(':memory:');
-  const con = await db.connect();
-  const r = await con.runAndReadAll(process.argv[2]);
-  console.log(JSON.stringify(r.getRowObjectsJson()[0]));
-})().catch(e => { console.error(e.message || e); process.exit(1); });`)
 		q := fmt.Sprintf(`SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, sum(id) AS id_sum,
 			sum((id * 2654435761) %% 4294967296) AS id_hash, sum(length(payload)) AS payload_bytes,
 			count(ts) AS ts_count, min(epoch_ms(ts)) AS ts_min, count(DISTINCT key) AS keys
 			FROM read_parquet('%s/**/*.parquet')`, out)
-		cmd := exec.Command(node, js, q)
-		cmd.Env = append(os.Environ(), "NODE_PATH="+strings.TrimSpace(string(modules)))
-		res, err := cmd.Output()
+		got, err := query(q)
 		if err != nil {
-			t.Fatalf("%s: DuckDB: %v\n%s", comp, err, exitStderr(err))
-		}
-		var got map[string]string
-		if err := json.Unmarshal(res, &got); err != nil {
-			t.Fatalf("%s: DuckDB output %q: %v", comp, res, err)
+			t.Fatalf("%s: %v", comp, err)
 		}
 		var hash int64
 		for id := range int64(count) {

@@ -41,6 +41,8 @@ checkpoint and publishes nothing twice. At the end of a bounded source
 
 Sources:
   file://DIR or DIR      every regular file under DIR, in lexical order, one record per line
+                         (LF or CRLF; empty lines skipped; longest --max-record-size); a file
+                         added later that sorts before the checkpoint's file is an error
   gen://?count=N&seed=S  N generated JSON records with a unique "id" (also: size, keys, start, step)
   kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=earliest|latest|TIME&bounded=true&group=G]
                          Kafka topics, read_committed; offsets live in the checkpoints (not in a
