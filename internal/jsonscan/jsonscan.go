@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -283,17 +284,87 @@ func (s *scanner) str() error {
 func (s *scanner) multibyte() error {
 	b := s.b
 	j := s.i + IndexSpecial(b[s.i:], false)
-	if !utf8.Valid(b[s.i:j]) {
-		for s.i < j {
-			r, n := utf8.DecodeRune(b[s.i:j])
-			if r == utf8.RuneError && n == 1 {
-				return &SyntaxError{Offset: s.i, Msg: "invalid UTF-8 in a string", cause: ErrInvalidUTF8}
-			}
-			s.i += n
-		}
+	if bad := invalidUTF8(b[s.i:j]); bad >= 0 {
+		return &SyntaxError{Offset: s.i + bad, Msg: "invalid UTF-8 in a string", cause: ErrInvalidUTF8}
 	}
 	s.i = j
 	return nil
+}
+
+// invalidUTF8 returns the index of the first byte of p that is not part
+// of a valid UTF-8 sequence (as utf8.Valid judges), or -1. With AVX2 it
+// checks 32 bytes per step (utf8Blocks), and the rest from the start of
+// the sequence the blocks cut.
+func invalidUTF8(p []byte) int {
+	ok, k := utf8Blocks(p)
+	if !ok {
+		return invalidUTF8Scalar(p) // where
+	}
+	start := k
+	for i := 1; i <= utf8.UTFMax-1 && i <= k; i++ {
+		if c := p[k-i]; c < utf8.RuneSelf {
+			break
+		} else if c >= 0xC0 {
+			start = k - i
+			break
+		}
+	}
+	if bad := invalidUTF8Scalar(p[start:]); bad >= 0 {
+		return start + bad
+	}
+	return -1
+}
+
+// invalidUTF8Scalar is invalidUTF8 without vector instructions. Unlike
+// utf8.Valid it goes back to 8 ASCII bytes per step after each multi-byte
+// character, which makes it several times faster on text that mixes them.
+func invalidUTF8Scalar(p []byte) int {
+	n := len(p)
+	for i := 0; i < n; {
+		for i+8 <= n && binary.LittleEndian.Uint64(p[i:])&highs == 0 {
+			i += 8
+		}
+		if i >= n {
+			break
+		}
+		c := p[i]
+		switch {
+		case c < utf8.RuneSelf:
+			i++
+		case c < 0xC2:
+			return i // a continuation byte, or an overlong 2-byte lead
+		case c < 0xE0:
+			if i+1 >= n || p[i+1]&0xC0 != 0x80 {
+				return i
+			}
+			i += 2
+		case c < 0xF0:
+			lo, hi := byte(0x80), byte(0xBF)
+			if c == 0xE0 {
+				lo = 0xA0 // overlong
+			} else if c == 0xED {
+				hi = 0x9F // UTF-16 surrogates
+			}
+			if i+2 >= n || p[i+1] < lo || p[i+1] > hi || p[i+2]&0xC0 != 0x80 {
+				return i
+			}
+			i += 3
+		case c < 0xF5:
+			lo, hi := byte(0x80), byte(0xBF)
+			if c == 0xF0 {
+				lo = 0x90 // overlong
+			} else if c == 0xF4 {
+				hi = 0x8F // above U+10FFFF
+			}
+			if i+3 >= n || p[i+1] < lo || p[i+1] > hi || p[i+2]&0xC0 != 0x80 || p[i+3]&0xC0 != 0x80 {
+				return i
+			}
+			i += 4
+		default:
+			return i
+		}
+	}
+	return -1
 }
 
 func (s *scanner) number() error {

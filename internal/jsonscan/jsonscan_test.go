@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -163,6 +165,73 @@ func FuzzCheckLineUTF8(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if got, want := CheckLineUTF8(b) == nil, checkLineUTF8Ref(b); got != want {
 			t.Fatalf("CheckLineUTF8(%q) accepts: %v, want %v", b, got, want)
+		}
+	})
+}
+
+// TestInvalidUTF8Index: invalidUTF8 finds the first invalid byte exactly
+// where decoding rune by rune does.
+func TestInvalidUTF8Index(t *testing.T) {
+	ref := utf8Ref
+	pieces := []string{"a", "abcdefgh", "é", "東", "🙂", "\xff", "\xc3", "\xe6\x9d", "\x80", "\xed\xa0\x80", "\xed\x9f\xbf",
+		"\xe0\x9f\xbf", "\xe0\xa0\x80", "\xf0\x8f\xbf\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xc1\xbf", "\xc2\x80"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for k := range 40000 {
+		var b []byte
+		for range rng.IntN(12 + k%4*20) {
+			b = append(b, pieces[rng.IntN(len(pieces))]...)
+		}
+		if got, want := invalidUTF8(b), ref(b); got != want {
+			t.Fatalf("invalidUTF8(%q) = %d, want %d", b, got, want)
+		}
+		if got, want := invalidUTF8Scalar(b), ref(b); got != want {
+			t.Fatalf("invalidUTF8Scalar(%q) = %d, want %d", b, got, want)
+		}
+	}
+}
+
+// utf8Ref is the index of the first invalid byte of p, decoding rune by
+// rune, or -1.
+func utf8Ref(p []byte) int {
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRune(p[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// TestInvalidUTF8Blocks: valid text of every length around the 32-byte
+// blocks passes, and one byte changed anywhere in it is found where
+// decoding rune by rune finds it.
+func TestInvalidUTF8Blocks(t *testing.T) {
+	valid := []string{"a", "abcdefgh", "é", "東", "🙂", "\xed\x9f\xbf", "\xe0\xa0\x80", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf", "\xc2\x80", "\U0010FFFF"}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for k := range 400 {
+		var b []byte
+		for len(b) < 40+k {
+			b = append(b, valid[rng.IntN(len(valid))]...)
+		}
+		if got := invalidUTF8(b); got != -1 {
+			t.Fatalf("invalidUTF8(%q) = %d, want -1", b, got)
+		}
+		for i := range b {
+			c := slices.Clone(b)
+			c[i] = byte(rng.IntN(256))
+			if got, want := invalidUTF8(c), utf8Ref(c); got != want {
+				t.Fatalf("invalidUTF8(%q) = %d, want %d", c, got, want)
+			}
+		}
+	}
+}
+
+func FuzzInvalidUTF8(f *testing.F) {
+	f.Add([]byte(strings.Repeat("é東🙂a", 20) + "\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := invalidUTF8(b), utf8Ref(b); got != want {
+			t.Fatalf("invalidUTF8(%q) = %d, want %d", b, got, want)
 		}
 	})
 }
