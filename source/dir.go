@@ -95,7 +95,8 @@ type beforePos struct {
 	Set   string `json:"set,omitempty"`
 }
 
-// summary returns the position's summary of the files before files[i].
+// summary returns the position's summary of the files before files[i],
+// and makes i the position's file.
 func (d *Dir) summary(i int) *beforePos {
 	if d.posIdx != i || d.before == nil {
 		d.posIdx = i
@@ -406,7 +407,10 @@ func (d *Dir) Next(ctx context.Context) (Record, error) {
 		line, err := d.lr.next(ctx)
 		switch {
 		case err == nil:
-			d.pos = dirPos{File: d.files[d.idx], Offset: d.lr.offset(), Line: d.lr.line, Before: d.summary(d.idx)}
+			if d.posIdx != d.idx { // the first record of a file
+				d.pos.File, d.pos.Before = d.files[d.idx], d.summary(d.idx)
+			}
+			d.pos.Offset, d.pos.Line = d.lr.offset(), d.lr.line
 			return Record{Value: line, Origin: Origin{Name: d.names[d.idx], Num: d.lr.line}}, nil
 		case err == io.EOF:
 			cerr := d.f.Close()
