@@ -48,8 +48,9 @@ import (
 // 1-based line number, "before": {"files": N, "set": S}}; before the first
 // record of a fresh source it is {"file":"","offset":0,"line":0}. "before"
 // summarises the N files that sort before "file", all read, in at most
-// 1.4 KB whatever N (S: an invertible Bloom lookup table of their paths). Resuming treats those files as done and continues "file" at
-// "offset". If that file no longer exists, is shorter than the offset, or
+// 2.4 KB whatever N (1.6 KB for a million files; S: an invertible Bloom
+// lookup table of their paths). Resuming treats those files as done and
+// continues "file" at "offset". If that file no longer exists, is shorter than the offset, or
 // no longer has a line boundary at the offset, NewDir fails with an
 // *InputChangedError naming it, because resuming would lose or duplicate
 // records. It fails the same way, naming the file, if a file that sorts

@@ -54,3 +54,21 @@ func TestFileSetDifference(t *testing.T) {
 	}
 	t.Logf("differences that could not be listed, by size: %v", failed)
 }
+
+// TestFileSetSize: the encoded summary stays within what the docs say:
+// 2.4 KB at most, about 1.6 KB for a million files.
+func TestFileSetSize(t *testing.T) {
+	var s fileSet
+	for i := range 1_000_000 {
+		s.add(fileID(fmt.Sprintf("f%07d", i)), 1)
+	}
+	if n := len(s.encode()); n > 1700 {
+		t.Errorf("summary of a million files: %d bytes", n)
+	}
+	for i := range s.cells {
+		s.cells[i].count = 1 << 62
+	}
+	if n := len(s.encode()); n > 2400 {
+		t.Errorf("largest summary: %d bytes", n)
+	}
+}
