@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/filesink/filesink/internal/jsonscan"
 	"github.com/klauspost/compress/gzip"
@@ -31,17 +33,95 @@ type Encoder interface {
 	Extension() string
 }
 
-// JSONLines writes each record, which must be one valid JSON value, as a
-// line. The record is validated, not re-encoded: its bytes are kept.
-type JSONLines struct{}
+// JSONLines writes each record, which must be one valid JSON value in
+// UTF-8, as a line. The record is validated, not re-encoded: its bytes are
+// kept. A string holding bytes that are not UTF-8 (which Python's json and
+// DuckDB refuse to read back) makes the record a bad record, unless
+// InvalidUTF8 is ReplaceInvalidUTF8.
+type JSONLines struct {
+	// InvalidUTF8 says what a record with invalid UTF-8 in a string does:
+	// RejectInvalidUTF8 (the zero value) makes Encode fail with an error
+	// that matches ErrInvalidUTF8 and gives the byte offset;
+	// ReplaceInvalidUTF8 writes the record with each such byte replaced by
+	// U+FFFD.
+	InvalidUTF8 InvalidUTF8
+}
+
+// ErrInvalidUTF8 is matched (errors.Is) by the error of JSONLines.Encode
+// for a record whose strings hold bytes that are not UTF-8.
+var ErrInvalidUTF8 = jsonscan.ErrInvalidUTF8
+
+// InvalidUTF8 is what the JSON lines format does with a record whose
+// strings hold bytes that are not UTF-8.
+type InvalidUTF8 int
+
+const (
+	// RejectInvalidUTF8: the record is a bad record (an error naming the
+	// byte offset; the dead-letter output, when there is one).
+	RejectInvalidUTF8 InvalidUTF8 = iota
+	// ReplaceInvalidUTF8: each byte that is not part of a valid UTF-8
+	// sequence is written as U+FFFD (the replacement character, bytes EF BF
+	// BD), as encoding/json does when it decodes such a string; the rest of
+	// the record is kept as it is. Every other error still rejects it.
+	ReplaceInvalidUTF8
+)
+
+// ParseInvalidUTF8 returns the policy for a CLI name: reject or replace.
+func ParseInvalidUTF8(name string) (InvalidUTF8, error) {
+	switch name {
+	case "reject":
+		return RejectInvalidUTF8, nil
+	case "replace":
+		return ReplaceInvalidUTF8, nil
+	}
+	return 0, fmt.Errorf("unknown invalid-UTF-8 policy %q (want reject or replace)", name)
+}
+
+// String returns the CLI name: reject or replace.
+func (p InvalidUTF8) String() string {
+	if p == ReplaceInvalidUTF8 {
+		return "replace"
+	}
+	return "reject"
+}
 
 // Encode implements Encoder.
-func (JSONLines) Encode(dst, record []byte) ([]byte, error) {
-	if err := jsonscan.CheckLine(record); err != nil {
-		return dst, err
+func (j JSONLines) Encode(dst, record []byte) ([]byte, error) {
+	if err := jsonscan.CheckLineUTF8(record); err != nil {
+		if j.InvalidUTF8 != ReplaceInvalidUTF8 || !errors.Is(err, jsonscan.ErrInvalidUTF8) {
+			return dst, err
+		}
+		// Bytes of 0x80 and above are valid JSON only inside strings, so
+		// the record is valid once its invalid bytes are replaced if it is
+		// valid when UTF-8 is not checked.
+		if err := jsonscan.CheckLine(record); err != nil {
+			return dst, err
+		}
+		dst = appendValidUTF8(dst, record)
+		return append(dst, '\n'), nil
 	}
 	dst = append(dst, record...)
 	return append(dst, '\n'), nil
+}
+
+// appendValidUTF8 appends b to dst with each byte that is not part of a
+// valid UTF-8 sequence replaced by U+FFFD.
+func appendValidUTF8(dst, b []byte) []byte {
+	start := 0
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, b[start:i]...)
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+			start = i + 1
+		}
+		i += n
+	}
+	return append(dst, b[start:]...)
 }
 
 // Header implements Encoder.

@@ -3,13 +3,18 @@ package filesink_test
 import (
 	"bytes"
 	stdgzip "compress/gzip"
+	"context"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/source"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
@@ -66,6 +71,59 @@ func TestJSONLinesEncode(t *testing.T) {
 	}
 	if e := (filesink.JSONLines{}).Extension(); e != ".jsonl" {
 		t.Errorf("JSONLines extension = %q", e)
+	}
+}
+
+// TestJSONLinesInvalidUTF8: a string with bytes that are not UTF-8 is
+// rejected by default; with ReplaceInvalidUTF8 each such byte becomes
+// U+FFFD, so that the line decodes to what encoding/json makes of the
+// original, and readers that insist on UTF-8 read it.
+func TestJSONLinesInvalidUTF8(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"{\"a\":\"x\xffy\"}", "{\"a\":\"x\uFFFDy\"}"},
+		{"{\"a\":\"\xe6\x9d\"}", "{\"a\":\"\uFFFD\uFFFD\"}"}, // one per byte, as encoding/json
+		{"{\"k\xc3\":[\"é\xed\xa0\x80\",1]}", "{\"k\uFFFD\":[\"é\uFFFD\uFFFD\uFFFD\",1]}"},
+	} {
+		prefix := []byte("prev\n")
+		got, err := filesink.JSONLines{}.Encode(bytes.Clone(prefix), []byte(c.in))
+		if !errors.Is(err, filesink.ErrInvalidUTF8) || !bytes.Equal(got, prefix) {
+			t.Errorf("reject: Encode(%q) = %q, %v; want ErrInvalidUTF8 and dst unchanged", c.in, got, err)
+		}
+		if err == nil || !strings.Contains(err.Error(), "invalid UTF-8") {
+			t.Errorf("reject: error %v does not say invalid UTF-8", err)
+		}
+		enc := filesink.JSONLines{InvalidUTF8: filesink.ReplaceInvalidUTF8}
+		got, err = enc.Encode(bytes.Clone(prefix), []byte(c.in))
+		if err != nil {
+			t.Fatalf("replace: Encode(%q): %v", c.in, err)
+		}
+		line := bytes.TrimSuffix(bytes.TrimPrefix(got, prefix), []byte("\n"))
+		if string(line) != c.want || !utf8.Valid(line) || !json.Valid(line) {
+			t.Errorf("replace: Encode(%q) = %q, want %q", c.in, line, c.want)
+		}
+		var orig, repaired any
+		if err := json.Unmarshal([]byte(c.in), &orig); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(line, &repaired); err != nil || !reflect.DeepEqual(orig, repaired) {
+			t.Errorf("replace: %q decodes to %v (%v), encoding/json makes %v of the original", line, repaired, err, orig)
+		}
+	}
+	// Replacing repairs the encoding only: other errors still reject.
+	enc := filesink.JSONLines{InvalidUTF8: filesink.ReplaceInvalidUTF8}
+	for _, in := range []string{"{\"a\":\"\xff\"", "{\"a\":\xff}", "{\"a\":\"\xff\"}\n"} {
+		if got, err := enc.Encode(nil, []byte(in)); err == nil || errors.Is(err, filesink.ErrInvalidUTF8) {
+			t.Errorf("replace: Encode(%q) = %q, %v; want a syntax error", in, got, err)
+		}
+	}
+	for _, name := range []string{"reject", "replace"} {
+		p, err := filesink.ParseInvalidUTF8(name)
+		if err != nil || p.String() != name {
+			t.Errorf("ParseInvalidUTF8(%q) = %v, %v", name, p, err)
+		}
+	}
+	if _, err := filesink.ParseInvalidUTF8("ignore"); err == nil {
+		t.Error("ParseInvalidUTF8(ignore): no error")
 	}
 }
 
@@ -477,4 +535,35 @@ func frameSize(t *testing.T, b []byte, h zstd.Header) int {
 		t.Fatalf("zstd frame longer than the data")
 	}
 	return off
+}
+
+// BenchmarkJSONLinesEncode is the JSON-lines validation on the sink's hot
+// path, for a generator record (ASCII) and for a record of the same size
+// whose strings are mostly not ASCII.
+func BenchmarkJSONLinesEncode(b *testing.B) {
+	g, err := source.NewGenerator(source.GenConfig{Count: 1, Seed: 1, Size: 1024}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec, err := g.Next(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ascii := bytes.Clone(rec.Value)
+	other := []byte(`{"id":12345,"key":"k-17","ts":"2026-01-01T00:00:00.123Z","payload":"` +
+		strings.Repeat("Grüße aus Köln, 東京と大阪 ", 30) + `"}`)
+	for _, tc := range []struct {
+		name string
+		rec  []byte
+	}{{"ascii", ascii}, {"non-ascii", other}} {
+		b.Run(tc.name, func(b *testing.B) {
+			dst := make([]byte, 0, 2*len(tc.rec))
+			b.SetBytes(int64(len(tc.rec)))
+			for b.Loop() {
+				if _, err := (filesink.JSONLines{}).Encode(dst, tc.rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -503,17 +503,41 @@ func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, origi
 	return n, w.afterAppend(ctx, b)
 }
 
+// WriteBad sends a record that the source could not deliver whole to the
+// dead-letter output, as Write does with a record it cannot encode: a
+// line over the maximum size that the source skipped
+// (source.WithSkipLongLines), of which record holds the first bytes
+// (source.LineTooLongError.Head) and cause says why. The dead letter then
+// says "truncated": true and the line's "size". Without a dead-letter
+// output (WithDeadLetter) it returns a *source.BadRecordError; any other
+// error leaves the Writer unusable until Restore, as for Write. It
+// implements pipeline.BadRecordSink. Not safe for concurrent use, like
+// Write.
+func (w *Writer) WriteBad(ctx context.Context, record []byte, origin source.Origin, cause error) error {
+	return w.bad(ctx, record, origin, cause, w.recordNow())
+}
+
+// deadLetter is one line of the dead-letter output.
+type deadLetter struct {
+	Origin       string `json:"origin"`
+	Error        string `json:"error"`
+	Record       string `json:"record,omitempty"`
+	RecordBase64 []byte `json:"record_base64,omitempty"` // when the record is not UTF-8
+	// A line the source skipped for its length: its first bytes only.
+	Truncated bool  `json:"truncated,omitempty"`
+	Size      int64 `json:"size,omitempty"` // the whole line's bytes
+}
+
 func (w *Writer) bad(ctx context.Context, record []byte, origin source.Origin, cause error, now time.Time) error {
 	berr := &source.BadRecordError{Origin: origin.String(), Err: cause}
 	if w.dl == nil {
 		return berr
 	}
-	dead := struct {
-		Origin       string `json:"origin"`
-		Error        string `json:"error"`
-		Record       string `json:"record,omitempty"`
-		RecordBase64 []byte `json:"record_base64,omitempty"` // when the record is not UTF-8
-	}{Origin: berr.Origin, Error: cause.Error()}
+	dead := deadLetter{Origin: berr.Origin, Error: cause.Error()}
+	if le := (*source.LineTooLongError)(nil); errors.As(cause, &le) && le.Skipped {
+		dead.Size = le.Length
+		dead.Truncated = le.Length > int64(len(record))
+	}
 	if utf8.Valid(record) {
 		dead.Record = string(record)
 	} else {

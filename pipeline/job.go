@@ -70,13 +70,21 @@ const (
 	BulkOnlySettings = "schema row-group-size parquet-compression parquet-dictionary parquet-page-size parquet-stats arrow-compression unknown-fields"
 	// FileOnlySettings apply to file and S3 sinks only.
 	FileOnlySettings = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io " +
-		"buffer-budget memory-limit csv-columns csv-header " + BulkOnlySettings + " " +
+		"buffer-budget memory-limit csv-columns csv-header invalid-utf8 " + BulkOnlySettings + " " +
 		"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir resume-from-output"
 	// HTTPOnlySettings apply to an HTTP sink only.
 	HTTPOnlySettings = "http-workers http-queue http-batch-records http-batch-bytes http-linger http-timeout http-retries"
 	// KafkaOnlySettings apply to a kafka:// source only.
 	KafkaOnlySettings = "bounded start"
+	// LineSourceOnlySettings apply to the sources that split lines (a
+	// directory or file, stdin) only.
+	LineSourceOnlySettings = "max-record-size"
 )
+
+// MaxRecordSizeLimit is the largest MaxRecordSize: a line source holds a
+// whole line in memory (and the pipeline a copy), so a larger one could
+// exhaust memory on one line.
+const MaxRecordSizeLimit = 1 << 30
 
 // Job is the declarative description of a job, as a command line, the
 // environment and a config file give it: where records come from and go,
@@ -119,6 +127,16 @@ type Job struct {
 	// x BufferBudget with a bulk format, none for row formats), "none", or
 	// a size ("2GiB"). The GOMEMLIMIT environment variable overrides it.
 	MemoryLimit string
+	// MaxRecordSize is the longest line, in bytes without its terminator,
+	// that a line source (file://DIR or a plain path, stdin) accepts; 0 is
+	// source.DefaultMaxLineSize (16 MiB). A longer line stops the job with
+	// an error naming it, or, with a dead-letter output, goes there.
+	MaxRecordSize int64
+	// InvalidUTF8 is what the jsonl format does with a record whose strings
+	// hold bytes that are not UTF-8: "reject" or "" (a bad record) or
+	// "replace" (each such byte is written as U+FFFD); see
+	// filesink.JSONLines.
+	InvalidUTF8 string
 	// Given names the settings given explicitly (by the CLI's flag names,
 	// see the *Settings lists), whatever their origin: Validate refuses one
 	// given for a sink, source or format it does not apply to.
@@ -205,6 +223,9 @@ func (j *Job) Validate() error {
 	if !strings.HasPrefix(j.Source, "kafka://") && j.anyGiven(KafkaOnlySettings, "") != "" {
 		return specErr("--bounded and --start apply to kafka:// sources only")
 	}
+	if err := j.validateLineSource(); err != nil {
+		return err
+	}
 	_, err = j.MemoryLimitBytes()
 	return err
 }
@@ -217,6 +238,30 @@ func (j *Job) checkSource() error {
 	}
 	if err := source.CheckURI(j.Source); err != nil {
 		return specErr("--source %s", strings.TrimPrefix(err.Error(), source.ErrBadURI.Error()+": "))
+	}
+	return nil
+}
+
+// IsLineSource reports whether the job's source splits its input into
+// lines: a directory or file (file://DIR or a plain path) or stdin ("-",
+// stdin://).
+func (j *Job) IsLineSource() bool {
+	if _, ok := source.LocalPath(j.Source); ok {
+		return true
+	}
+	return j.Source == "-" || len(j.Source) >= 6 && strings.EqualFold(j.Source[:6], "stdin:")
+}
+
+// validateLineSource checks the settings of the sources that split lines.
+func (j *Job) validateLineSource() error {
+	if !j.Given["max-record-size"] {
+		return nil
+	}
+	if !j.IsLineSource() {
+		return specErr("--max-record-size applies to sources of lines (a directory or file, stdin), not to %s", j.Source)
+	}
+	if j.MaxRecordSize < 1 || j.MaxRecordSize > MaxRecordSizeLimit {
+		return specErr("--max-record-size %d: want from 1 byte to 1GiB (a line is held in memory whole)", j.MaxRecordSize)
 	}
 	return nil
 }
@@ -402,6 +447,15 @@ func within(path, dir string) bool {
 
 // validateFormat checks the format settings given against the format.
 func (j *Job) validateFormat() error {
+	if j.Given["invalid-utf8"] {
+		if _, err := filesink.ParseInvalidUTF8(j.InvalidUTF8); err != nil {
+			return specErr("--invalid-utf8 must be reject or replace, not %q", j.InvalidUTF8)
+		}
+		if f := j.Format; f != "" && f != "jsonl" && f != "json" {
+			return specErr("--invalid-utf8 applies to --format jsonl only: csv, parquet and arrow decode strings as encoding/json does " +
+				"(each invalid byte becomes U+FFFD), text writes lines unchanged")
+		}
+	}
 	if !j.IsBulkFormat() {
 		if name := j.anyGiven(BulkOnlySettings, ""); name != "" {
 			return specErr("--%s applies to --format parquet or arrow only", name)

@@ -43,6 +43,36 @@ type Sink interface {
 	Counters() committer.Counters
 }
 
+// BadRecordSink is implemented by a Sink that can take a record the source
+// could not deliver whole: a line longer than the maximum that a line
+// source skipped (source.WithSkipLongLines). WriteBad gets what the source
+// kept of it (source.LineTooLongError.Head) and the source's error, and
+// sends it to the sink's dead-letter output (filesink.Writer with
+// filesink.WithDeadLetter), exactly once like any record, or returns a
+// *source.BadRecordError when it has none. It is called on the subtask's
+// goroutine, in the record's place among the others.
+type BadRecordSink interface {
+	WriteBad(ctx context.Context, record []byte, origin source.Origin, cause error) error
+}
+
+// WriteBad hands a record the source could not deliver whole to sink: to
+// its WriteBad if it (or a sink it wraps, through an Unwrap() Sink method)
+// is a BadRecordSink, else it returns a *source.BadRecordError naming the
+// record, which stops the run. Wrappers of a Sink call it from their own
+// WriteBad.
+func WriteBad(ctx context.Context, sink Sink, record []byte, origin source.Origin, cause error) error {
+	for s := sink; ; {
+		if bs, ok := s.(BadRecordSink); ok {
+			return bs.WriteBad(ctx, record, origin, cause)
+		}
+		u, ok := s.(interface{ Unwrap() Sink })
+		if !ok {
+			return &source.BadRecordError{Origin: origin.String(), Err: cause}
+		}
+		s = u.Unwrap()
+	}
+}
+
 // Defaults.
 const (
 	DefaultCheckpointInterval = 10 * time.Second

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -29,6 +30,10 @@ type batch struct {
 	skip     *skipState
 	skipped  int64
 	err      error
+	// bad holds the records the source could not deliver whole (a line it
+	// skipped for its length), by index: they go to the sinks'
+	// dead-letter outputs (BadRecordSink). Empty for most batches.
+	bad map[int]error
 }
 
 // bytes is the size of the batch's records.
@@ -53,6 +58,7 @@ func (b *batch) record(i int) []byte {
 // reset empties b for reuse, keeping its buffers.
 func (b *batch) reset() {
 	clear(b.vals) // let the source's memory go
+	clear(b.bad)
 	b.data, b.ends, b.origins, b.routes = b.data[:0], b.ends[:0], b.origins[:0], b.routes[:0]
 	if b.vals != nil {
 		b.vals = b.vals[:0]
@@ -175,6 +181,11 @@ func (rd *reader) fill(ctx context.Context, b *batch) bool {
 				return true
 			}
 			continue
+		case skipped(err) != nil:
+			if b.err = rd.addBad(b, skipped(err)); b.err != nil {
+				return true
+			}
+			continue
 		case ctx.Err() != nil:
 			return false
 		case rd.stopCtx.Err() != nil:
@@ -195,6 +206,30 @@ func (rd *reader) fill(ctx context.Context, b *batch) bool {
 // lingering bounds a wait for the next record to linger.
 func (rd *reader) lingering() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(rd.stopCtx, linger)
+}
+
+// skipped returns err as a line the source skipped and read past
+// (source.WithSkipLongLines), or nil.
+func skipped(err error) *source.LineTooLongError {
+	var le *source.LineTooLongError
+	if errors.As(err, &le) && le.Skipped {
+		return le
+	}
+	return nil
+}
+
+// addBad appends the skipped line le to b as a bad record: what the source
+// kept of it, for the sink's dead-letter output.
+func (rd *reader) addBad(b *batch, le *source.LineTooLongError) error {
+	n := len(b.ends)
+	if err := rd.add(b, source.Record{Value: le.Head, Origin: le.Origin}); err != nil || len(b.ends) == n {
+		return err // or dropped: the output holds its dead letter
+	}
+	if b.bad == nil {
+		b.bad = map[int]error{}
+	}
+	b.bad[len(b.ends)-1] = le
+	return nil
 }
 
 // add appends rec to b, routed by the partition function if there is one.

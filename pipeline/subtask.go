@@ -79,7 +79,13 @@ func (s *subtask) run(ctx context.Context) {
 		default:
 		}
 		write := func(i int) bool {
-			if err := s.sink.Write(ctx, b.record(i), b.origins[i]); err != nil {
+			var err error
+			if len(b.bad) > 0 && b.bad[i] != nil {
+				err = WriteBad(ctx, s.sink, b.record(i), b.origins[i], b.bad[i])
+			} else {
+				err = s.sink.Write(ctx, b.record(i), b.origins[i])
+			}
+			if err != nil {
 				s.err = err
 				close(failed)
 				return false

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,21 +159,27 @@ func TestDirResumeChain(t *testing.T) {
 	equalRecs(t, "chain", got, want)
 }
 
+// setText matches the summary of the files before a position's file.
+var setText = regexp.MustCompile(`"set":"[A-Za-z0-9+/]+"`)
+
+// shortPos is a position with its summary of files written "S".
+func shortPos(pos []byte) string { return setText.ReplaceAllString(string(pos), `"set":"S"`) }
+
 func TestDirPositionFormat(t *testing.T) {
 	dir, _ := makeTree(t)
 	d := openDir(t, dir, nil)
 	for _, want := range []string{
 		`{"file":"","offset":0,"line":0}`,
-		`{"file":"a-b.txt","offset":5,"line":1}`,
-		`{"file":"a.txt","offset":4,"line":1}`,
-		`{"file":"a.txt","offset":8,"line":2}`,
-		`{"file":"a/x.txt","offset":4,"line":1}`,
-		`{"file":"a/x.txt","offset":8,"line":2}`,
-		`{"file":"a/x.txt","offset":12,"line":4}`,
-		`{"file":"b/c/d.txt","offset":5,"line":3}`,
+		`{"file":"a-b.txt","offset":5,"line":1,"before":{"files":0}}`,
+		`{"file":"a.txt","offset":4,"line":1,"before":{"files":1,"set":"S"}}`,
+		`{"file":"a.txt","offset":8,"line":2,"before":{"files":1,"set":"S"}}`,
+		`{"file":"a/x.txt","offset":4,"line":1,"before":{"files":2,"set":"S"}}`,
+		`{"file":"a/x.txt","offset":8,"line":2,"before":{"files":2,"set":"S"}}`,
+		`{"file":"a/x.txt","offset":12,"line":4,"before":{"files":2,"set":"S"}}`,
+		`{"file":"b/c/d.txt","offset":5,"line":3,"before":{"files":3,"set":"S"}}`,
 	} {
 		pos, err := d.Position()
-		if err != nil || string(pos) != want {
+		if err != nil || shortPos(pos) != want {
 			t.Fatalf("Position() = %s, %v; want %s", pos, err, want)
 		}
 		if _, err := d.Next(context.Background()); err != nil {
@@ -183,7 +191,7 @@ func TestDirPositionFormat(t *testing.T) {
 	if _, err := d.Next(context.Background()); !errors.Is(err, source.ErrClosed) {
 		t.Fatalf("Next after Close: %v, want ErrClosed", err)
 	}
-	if pos, err := d.Position(); err != nil || string(pos) != `{"file":"cr-inside.txt","offset":4,"line":1}` {
+	if pos, err := d.Position(); err != nil || shortPos(pos) != `{"file":"cr-inside.txt","offset":4,"line":1,"before":{"files":4,"set":"S"}}` {
 		t.Fatalf("Position after Close = %s, %v", pos, err)
 	}
 	if err := d.Close(); err != nil {
@@ -196,7 +204,7 @@ func TestDirResumeAtEnd(t *testing.T) {
 	d := openDir(t, dir, nil)
 	readAll(t, d)
 	pos, _ := d.Position()
-	if string(pos) != `{"file":"z.txt","offset":4,"line":1}` {
+	if shortPos(pos) != `{"file":"z.txt","offset":4,"line":1,"before":{"files":8,"set":"S"}}` {
 		t.Fatalf("final position %s", pos)
 	}
 	r := openDir(t, dir, pos)
@@ -298,7 +306,8 @@ func appendFile(t *testing.T, name, data string) {
 }
 
 // TestDirInputGrew: appending whole lines and adding files after the
-// checkpoint's file are read on resume; files added before it are not.
+// checkpoint's file are read on resume (files added before it:
+// TestDirFileAddedBefore).
 func TestDirInputGrew(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -310,7 +319,7 @@ func TestDirInputGrew(t *testing.T) {
 		{"last line terminated", "a/x.txt:4", map[string]string{"a/x.txt": "\nx6\n"}, []string{"x6", "d3"}},
 		{"last line terminated crlf", "a/x.txt:4", map[string]string{"a/x.txt": "\r\nx6\r\n"}, []string{"x6", "d3"}},
 		{"last line terminated only", "a/x.txt:4", map[string]string{"a/x.txt": "\n"}, []string{"d3"}},
-		{"files added", "a/x.txt:4", map[string]string{"a/w.txt": "before\n", "a/y.txt": "after\n"}, []string{"after", "d3"}},
+		{"files added", "a/x.txt:4", map[string]string{"a/y.txt": "after\n", "a/z/z.txt": "z\n"}, []string{"after", "z", "d3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, _ := makeTree(t)
@@ -357,6 +366,13 @@ func TestDirBadPosition(t *testing.T) {
 		`{"file":"","offset":4,"line":1}`,
 		`{"file":"a.txt","offset":4,"line":1,"extra":true}`,
 		`{"file":"a.txt","offset":4,"line":1} {}`,
+		`{"file":"a.txt","offset":4,"line":1,"before":{"files":-1}}`,
+		`{"file":"a.txt","offset":4,"line":1,"before":{"files":1}}`,
+		`{"file":"a.txt","offset":4,"line":1,"before":{"files":1,"set":"!!"}}`,
+		`{"file":"a.txt","offset":4,"line":1,"before":{"files":1,"set":"AAAA"}}`,
+		`{"file":"a.txt","offset":4,"line":1,"before":{"files":0,"set":"AAAA"}}`,
+		`{"file":"a.txt","offset":4,"line":1,"before":{"files":0,"extra":1}}`,
+		`{"file":"","offset":0,"line":0,"before":{"files":1}}`,
 		`{"next":3}`,
 		`{"file":"a.txt","offset":"4","line":1}`,
 	} {
@@ -456,7 +472,7 @@ func TestDirSingleFile(t *testing.T) {
 		t.Errorf("Describe() = %q", d.Describe())
 	}
 	pos, _ := d.Position()
-	if string(pos) != `{"file":"x.txt","offset":12,"line":4}` {
+	if string(pos) != `{"file":"x.txt","offset":12,"line":4,"before":{"files":0}}` {
 		t.Errorf("Position() = %s", pos)
 	}
 }
@@ -631,4 +647,232 @@ func TestDirNoAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Next allocates %v times per record", allocs)
 	}
+}
+
+// event is a record or a skipped long line, as a reference splitter or a
+// source with WithSkipLongLines gives them.
+type event struct {
+	Value  string // the record, or the skipped line's head
+	Origin string
+	Long   int64 // the skipped line's length; 0: a record
+}
+
+// refSkip splits data as a source with WithSkipLongLines and maximum max
+// does.
+func refSkip(name, data string, max int) []event {
+	var out []event
+	parts := strings.Split(data, "\n")
+	if parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	for i, p := range parts {
+		p = strings.TrimSuffix(p, "\r")
+		origin := name + ":" + strconv.Itoa(i+1)
+		switch {
+		case len(p) > max:
+			out = append(out, event{p[:min(len(p), max, source.LongLineHead)], origin, int64(len(p))})
+		case p != "":
+			out = append(out, event{p, origin, 0})
+		}
+	}
+	return out
+}
+
+// nextEvent reads one record or skipped line; ok is false at the end.
+func nextEvent(t *testing.T, s source.Source, max int) (event, bool) {
+	t.Helper()
+	r, err := s.Next(context.Background())
+	var le *source.LineTooLongError
+	switch {
+	case err == io.EOF:
+		return event{}, false
+	case err == nil:
+		return event{string(r.Value), r.Origin.String(), 0}, true
+	case errors.As(err, &le) && le.Skipped && errors.Is(err, source.ErrLineTooLong):
+		if le.Max != max || !strings.Contains(err.Error(), le.Origin.String()+": line of "+strconv.FormatInt(le.Length, 10)+" bytes") {
+			t.Errorf("error %q (max %d), want it to name %s and the length", err, le.Max, le.Origin)
+		}
+		return event{string(le.Head), le.Origin.String(), le.Length}, true
+	}
+	t.Fatalf("Next: %v", err)
+	return event{}, false
+}
+
+// TestDirSkipLongLines: with WithSkipLongLines a line over the maximum is
+// reported (origin, length, first bytes) and skipped, wherever it falls
+// against the read buffer; the source goes on with the next line, and a
+// position taken after any record or skipped line resumes with exactly
+// the rest.
+func TestDirSkipLongLines(t *testing.T) {
+	const max = 20
+	long := strings.Repeat("L", 45)
+	data := map[string]string{
+		"a": "short\n" + long + "\n" + "after\n" + long + "\r\n" + long + "\n\n" + strings.Repeat("m", max) + "\r\n" + strings.Repeat("n", max+1) + "\r\n",
+		"b": strings.Repeat("x", 100000) + "\nend\n" + long, // a final long line without "\n"
+		"c": long + "\r",
+	}
+	dir := t.TempDir()
+	writeTree(t, dir, data)
+	var want []event
+	for _, f := range []string{"a", "b", "c"} {
+		want = append(want, refSkip(filepath.Join(dir, f), data[f], max)...)
+	}
+	for _, bs := range []int{16, 17, 23, 64, 1 << 20} {
+		opts := []source.Option{source.WithMaxLineSize(max), source.WithBufferSize(bs), source.WithSkipLongLines()}
+		for k := 0; k <= len(want); k++ {
+			d := openDir(t, dir, nil, opts...)
+			var got []event
+			for range k {
+				e, ok := nextEvent(t, d, max)
+				if !ok {
+					t.Fatalf("buffer %d: ended after %d events", bs, len(got))
+				}
+				got = append(got, e)
+			}
+			pos, err := d.Position()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := openDir(t, dir, pos, opts...)
+			for {
+				e, ok := nextEvent(t, r, max)
+				if !ok {
+					break
+				}
+				got = append(got, e)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("buffer %d, resumed after %d: got\n%+v\nwant\n%+v", bs, k, got, want)
+			}
+		}
+	}
+}
+
+// TestDirFileAddedBefore: a file added after the checkpoint with a path
+// that sorts before the checkpoint's file would never be read: resuming
+// fails naming it. Files read and removed since are no error.
+func TestDirFileAddedBefore(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		after   string // origin suffix of the checkpointed record
+		add     []string
+		remove  []string
+		named   string // the file the error names; "": no error
+		more    string // and what else it says
+		wantOut []string
+	}{
+		{name: "added", after: "a/x.txt:2", add: []string{"a/w.txt"}, named: "a/w.txt", more: "sorts before the checkpoint's file a/x.txt"},
+		{name: "added before the first file", after: "a-b.txt:1", add: []string{"a-a.txt"}, named: "a-a.txt"},
+		{name: "several added", after: "b/c/d.txt:3", add: []string{"b/b.txt", "a0.txt", "a/w.txt"}, named: "a/w.txt", more: "(and 2 more files)"},
+		{name: "removed and added", after: "b/c/d.txt:3", add: []string{"a0.txt"}, remove: []string{"a.txt", "a-b.txt"}, named: "a0.txt"},
+		{name: "removed", after: "b/c/d.txt:3", remove: []string{"a.txt", "a/x.txt"}, wantOut: []string{"cr-inside.txt:1"}},
+		{name: "all removed", after: "z.txt:1", remove: []string{"a.txt", "a-b.txt", "a/x.txt", "b/c/d.txt", "cr-inside.txt", "empty.txt", "lone-cr.txt", "only-newlines.txt"}},
+		{name: "added after", after: "a/x.txt:2", add: []string{"a/y.txt"}, wantOut: []string{"a/x.txt:4", "a/y.txt:1"}},
+		{name: "hidden added", after: "a/x.txt:2", add: []string{"_early.txt", "a/.w.txt"}, wantOut: []string{"a/x.txt:4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _ := makeTree(t)
+			pos := positionAfter(t, dir, tc.after)
+			for _, f := range tc.add {
+				writeTree(t, dir, map[string]string{f: "new\n"})
+			}
+			for _, f := range tc.remove {
+				if err := os.Remove(filepath.Join(dir, filepath.FromSlash(f))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, err := source.NewDir(context.Background(), dir, pos)
+			if tc.named == "" {
+				if err != nil {
+					t.Fatalf("NewDir: %v", err)
+				}
+				defer d.Close()
+				got, _ := readN(t, d, len(tc.wantOut))
+				for i, r := range got {
+					if !strings.HasSuffix(r.Origin, tc.wantOut[i]) {
+						t.Fatalf("resumed with %q, want origins %q", got, tc.wantOut)
+					}
+				}
+				return
+			}
+			var ice *source.InputChangedError
+			if !errors.As(err, &ice) || !errors.Is(err, source.ErrInputChanged) {
+				t.Fatalf("NewDir: %v, want an *InputChangedError", err)
+			}
+			if want := filepath.Join(dir, filepath.FromSlash(tc.named)); ice.Input != want || !strings.Contains(err.Error(), want+": added after the checkpoint") {
+				t.Errorf("error %q does not name %s", err, want)
+			}
+			if !strings.Contains(err.Error(), tc.more) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q: want one line saying %q", err, tc.more)
+			}
+		})
+	}
+}
+
+// TestDirFileAddedBeforeMany: the summary of the files before the
+// checkpoint's file stays small with many files, finds one file added
+// among them, lets files removed go, and refuses to guess when too many
+// changed at once.
+func TestDirFileAddedBeforeMany(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{}
+	for i := range 1000 {
+		files[fmt.Sprintf("f%04d.txt", 2*i)] = "x\n"
+	}
+	writeTree(t, dir, files)
+	pos := positionAfter(t, dir, "f1600.txt:1")
+	if len(pos) > 2000 {
+		t.Errorf("position of %d bytes: %s", len(pos), pos)
+	}
+	open := func() error {
+		d, err := source.NewDir(context.Background(), dir, pos)
+		if err == nil {
+			d.Close()
+		}
+		return err
+	}
+	// One added among 800.
+	writeTree(t, dir, map[string]string{"f0777.txt": "new\n"})
+	if err := open(); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "f0777.txt")+": added") {
+		t.Fatalf("one file added among 800: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "f0777.txt"))
+	// A few removed.
+	for i := range 10 {
+		os.Remove(filepath.Join(dir, fmt.Sprintf("f%04d.txt", 20*i)))
+	}
+	if err := open(); err != nil {
+		t.Fatalf("10 files removed: %v", err)
+	}
+	// Too many removed to list: the added file could hide among them.
+	for i := range 300 {
+		os.Remove(filepath.Join(dir, fmt.Sprintf("f%04d.txt", 2*i)))
+	}
+	err := open()
+	var ice *source.InputChangedError
+	if !errors.As(err, &ice) || ice.Input != dir || !strings.Contains(err.Error(), "(800 then, 500 now)") {
+		t.Fatalf("300 files removed: %v, want an error saying it cannot tell", err)
+	}
+	// Every file before the checkpoint's removed: nothing to tell.
+	for i := range 800 {
+		os.Remove(filepath.Join(dir, fmt.Sprintf("f%04d.txt", 2*i)))
+	}
+	if err := open(); err != nil {
+		t.Fatalf("all files before removed: %v", err)
+	}
+}
+
+// TestDirOldPosition: a position without "before", written before
+// positions had it, still resumes (without the check of added files).
+func TestDirOldPosition(t *testing.T) {
+	dir, want := makeTree(t)
+	writeTree(t, dir, map[string]string{"a/w.txt": "not read\n"})
+	d := openDir(t, dir, json.RawMessage(`{"file":"a/x.txt","offset":8,"line":2}`))
+	var tail []rec
+	for _, r := range want {
+		if r.Origin > filepath.Join(dir, "a/x.txt:2") {
+			tail = append(tail, r)
+		}
+	}
+	equalRecs(t, "old position", readAll(t, d), tail)
 }

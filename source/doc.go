@@ -22,12 +22,12 @@
 // record reaches the output exactly once.
 //
 // A position is opaque to the caller: a small JSON object whose shape
-// belongs to the kind of source ({"file","offset","line"} for Dir,
-// {"next"} for Generator). A malformed position is an error matching
+// belongs to the kind of source ({"file","offset","line","before"} for
+// Dir, {"next"} for Generator). A malformed position is an error matching
 // [ErrBadPosition]. A position that no longer matches the input (the file it
-// names is gone or shorter, the generator's count is smaller) is an
-// [*InputChangedError], never a silent restart: resuming over changed
-// input would lose or duplicate records.
+// names is gone or shorter, a file was added that sorts before it, the
+// generator's count is smaller) is an [*InputChangedError], never a silent
+// restart: resuming over changed input would lose or duplicate records.
 //
 // Replay is only as exact as the input is stable. Dir assumes that the
 // files a checkpoint covers are complete and are not rewritten: it reads
@@ -52,13 +52,16 @@
 // "gen:42", "stdin:3") for error messages without allocating; format it
 // with %s. Lines are limited by [WithMaxLineSize] (default 16 MiB);
 // memory is the read buffer ([WithBufferSize], default 1 MiB) plus, for
-// lines longer than the buffer, one line.
+// lines longer than the buffer, one line. With [WithSkipLongLines] a
+// longer line is read past, keeping its first [LongLineHead] bytes.
 //
 // # Errors
 //
 // Next returns io.EOF, unwrapped, at the end of a bounded source, and
 // ctx.Err(), unwrapped, when ctx is cancelled while it would block; neither
-// loses data. Any other error from Next is sticky. Sentinels and struct
+// loses data. A [*LineTooLongError] whose Skipped is true (a line read
+// past, [WithSkipLongLines]) is not sticky either: the next call returns
+// the record after it. Any other error from Next is sticky. Sentinels and struct
 // errors are in errors.go; messages name the file and line.
 //
 // # Concurrency

@@ -32,7 +32,8 @@ var (
 	ErrBadURI = errors.New("source: bad source URI")
 
 	// ErrLineTooLong is returned by Next for a line longer than the
-	// configured maximum. The concrete error is a *LineTooLongError.
+	// configured maximum. The concrete error is a *LineTooLongError; it is
+	// sticky unless the source skips long lines (WithSkipLongLines).
 	ErrLineTooLong = errors.New("source: line too long")
 
 	// ErrClosed is returned by Next after Close.
@@ -62,9 +63,23 @@ func (e *InputChangedError) Unwrap() error { return ErrInputChanged }
 type LineTooLongError struct {
 	Origin Origin // the file (or reader name) and 1-based line number
 	Max    int    // the configured maximum, in bytes, without the terminator
+	// Skipped is true when the source has read past the line
+	// (WithSkipLongLines): the error is not sticky, the next call to Next
+	// returns the line after it, and Position covers the skipped line.
+	Skipped bool
+	// Length is the skipped line's length in bytes, without its
+	// terminator; 0 unless Skipped.
+	Length int64
+	// Head holds the skipped line's first bytes: at most LongLineHead and
+	// at most Max of them; nil unless Skipped. The error owns it.
+	Head []byte
 }
 
 func (e *LineTooLongError) Error() string {
+	if e.Skipped {
+		return "source: " + e.Origin.String() + ": line of " + strconv.FormatInt(e.Length, 10) +
+			" bytes is longer than " + strconv.Itoa(e.Max) + " bytes (raise the maximum line size)"
+	}
 	return "source: " + e.Origin.String() + ": line longer than " + strconv.Itoa(e.Max) +
 		" bytes (raise the maximum line size)"
 }

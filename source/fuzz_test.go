@@ -74,6 +74,18 @@ func FuzzDirPosition(f *testing.F) {
 		f.Fatal(err)
 	}
 	full := values(readAll(f, d))
+	// Every position of a full read, with its summary of the files before.
+	d, err = source.NewDir(context.Background(), "in", nil, source.WithFS(fsys))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for range full {
+		if _, err := d.Next(context.Background()); err != nil {
+			f.Fatal(err)
+		}
+		pos, _ := d.Position()
+		f.Add([]byte(pos))
+	}
 	f.Fuzz(func(t *testing.T, pos []byte) {
 		d, err := source.NewDir(context.Background(), "in", pos, source.WithFS(fsys), source.WithBufferSize(16))
 		if err != nil {

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,7 +44,8 @@ type Reader struct {
 
 // NewReader returns a source of the lines of r. name names the input in
 // origins and errors ("stdin" makes origins "stdin:LINE"). The options
-// WithMaxLineSize and WithBufferSize apply; WithFS does not.
+// WithMaxLineSize, WithBufferSize and WithSkipLongLines apply; WithFS
+// does not.
 func NewReader(r io.Reader, name string, opts ...Option) (*Reader, error) {
 	if r == nil {
 		return nil, errors.New("source: NewReader: nil io.Reader")
@@ -55,6 +57,7 @@ func NewReader(r io.Reader, name string, opts ...Option) (*Reader, error) {
 	s := &Reader{name: name, max: o.maxLine}
 	s.a = asyncReader{r: r, chunkSize: min(o.bufSize, 256<<10)}
 	s.lr = newLineReader(o.bufSize, o.maxLine, s.a.read)
+	s.lr.skipLong = o.skipLong
 	return s, nil
 }
 
@@ -73,7 +76,12 @@ func (s *Reader) Next(ctx context.Context) (Record, error) {
 	case err == io.EOF:
 		return Record{}, io.EOF
 	case err == errTooLong:
-		s.err = &LineTooLongError{Origin: Origin{Name: s.name, Num: s.lr.line}, Max: s.max}
+		le := &LineTooLongError{Origin: Origin{Name: s.name, Num: s.lr.line}, Max: s.max}
+		if s.lr.skipLong {
+			le.Skipped, le.Length, le.Head = true, s.lr.longLen, bytes.Clone(s.lr.head)
+			return Record{}, le
+		}
+		s.err = le
 	case ctx.Err() != nil && err == ctx.Err():
 		return Record{}, err
 	default:

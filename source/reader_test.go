@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -160,4 +162,84 @@ func TestReaderCloseWhileBlocked(t *testing.T) {
 		t.Fatal("Close blocked")
 	}
 	pw.CloseWithError(errors.New("gone")) // unblocks the helper's Read
+}
+
+// TestReaderSkipLongLines: a reader source with WithSkipLongLines skips
+// long lines as the directory source does, through every read pattern,
+// and a cancellation while it drops a long line loses nothing.
+func TestReaderSkipLongLines(t *testing.T) {
+	const max = 10
+	in := "ok\n" + strings.Repeat("x", 50) + "\r\nafter\n" + strings.Repeat("y", 11) + "\n\n" + strings.Repeat("z", 33)
+	want := refSkip("stdin", in, max)
+	for wname, wrap := range map[string]func(io.Reader) io.Reader{
+		"plain": func(r io.Reader) io.Reader { return r }, "one byte": iotest.OneByteReader, "half": iotest.HalfReader,
+	} {
+		for _, bs := range []int{16, 1 << 20} {
+			s := newReader(t, wrap(strings.NewReader(in)), source.WithMaxLineSize(max), source.WithBufferSize(bs), source.WithSkipLongLines())
+			var got []event
+			for {
+				e, ok := nextEvent(t, s, max)
+				if !ok {
+					break
+				}
+				got = append(got, e)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s buffer %d: got %+v, want %+v", wname, bs, got, want)
+			}
+		}
+	}
+
+	// Cancelled while dropping: the next call goes on dropping.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	s := newReader(t, pr, source.WithMaxLineSize(max), source.WithBufferSize(16), source.WithSkipLongLines())
+	go pw.Write([]byte(strings.Repeat("x", 40)))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.Next(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Next while the long line is incomplete: %v, want context.DeadlineExceeded", err)
+	}
+	go func() {
+		pw.Write([]byte(strings.Repeat("x", 40) + "\nnext\n"))
+		pw.Close()
+	}()
+	e, _ := nextEvent(t, s, max)
+	if want := (event{strings.Repeat("x", max), "stdin:1", 80}); e != want {
+		t.Fatalf("after the cancel: %+v, want %+v", e, want)
+	}
+	if e, _ := nextEvent(t, s, max); e != (event{"next", "stdin:2", 0}) {
+		t.Fatalf("then %+v, want the next line", e)
+	}
+}
+
+// TestReaderSkipLongLineMemory: skipping a line of 64 MiB does not hold
+// it in memory.
+func TestReaderSkipLongLineMemory(t *testing.T) {
+	const size = 64 << 20
+	r := io.MultiReader(io.LimitReader(repeatReader('x'), size), strings.NewReader("\nnext\n"))
+	s := newReader(t, r, source.WithMaxLineSize(1<<20), source.WithSkipLongLines())
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	e, _ := nextEvent(t, s, 1<<20)
+	runtime.ReadMemStats(&after)
+	if e.Long != size || len(e.Value) != source.LongLineHead {
+		t.Fatalf("skipped line: length %d, head of %d bytes", e.Long, len(e.Value))
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Errorf("skipping a %d-byte line allocated %d bytes", size, alloc)
+	}
+	if e, _ := nextEvent(t, s, 1<<20); e.Value != "next" {
+		t.Fatalf("then %+v, want the next line", e)
+	}
+}
+
+// repeatReader reads an endless run of one byte.
+type repeatReader byte
+
+func (c repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(c)
+	}
+	return len(p), nil
 }

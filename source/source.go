@@ -56,8 +56,10 @@ type Source interface {
 	// returns io.EOF, not wrapped, and keeps returning it. Where Next may
 	// block (reading a pipe or a terminal), cancelling ctx makes it return
 	// ctx.Err(), not wrapped, without losing data: a later call continues
-	// where the cancelled one stopped. Any other error is sticky: every
-	// later call returns it.
+	// where the cancelled one stopped. A *LineTooLongError whose Skipped
+	// is true (WithSkipLongLines) reports a line the source read past: the
+	// next call returns the record after it. Any other error is sticky:
+	// every later call returns it.
 	Next(ctx context.Context) (Record, error)
 
 	// Position returns the position just after the last record Next
@@ -111,11 +113,12 @@ type Option interface {
 }
 
 type options struct {
-	maxLine int
-	bufSize int
-	fsys    fs.FS
-	fsSet   bool
-	set     []string // names of the options given, for error messages
+	maxLine  int
+	bufSize  int
+	fsys     fs.FS
+	fsSet    bool
+	skipLong bool
+	set      []string // names of the options given, for error messages
 }
 
 type optionFunc func(*options)
@@ -128,6 +131,20 @@ func (f optionFunc) apply(o *options) { f(o) }
 // be at least 1.
 func WithMaxLineSize(n int) Option {
 	return optionFunc(func(o *options) { o.maxLine = n; o.set = append(o.set, "WithMaxLineSize") })
+}
+
+// WithSkipLongLines makes a line longer than the maximum line size a line
+// to skip instead of the end of the source. Next reads past the line, to
+// its "\n", holding no more of it than its first LongLineHead bytes, and
+// returns a *LineTooLongError whose Skipped is true, with the line's
+// origin, length and first bytes (Head). That error is not sticky: the
+// next call returns the line after it, and Position covers the skipped
+// line, so a checkpoint taken after it never reads it again. The pipeline
+// hands such a line to the sink's dead-letter output
+// (pipeline.BadRecordSink). Without this option a long line is a sticky
+// error.
+func WithSkipLongLines() Option {
+	return optionFunc(func(o *options) { o.skipLong = true; o.set = append(o.set, "WithSkipLongLines") })
 }
 
 // WithBufferSize sets the read buffer size in bytes. Lines that fit in the

@@ -275,7 +275,15 @@ func TestBulkUnknownFields(t *testing.T) {
 			}
 		}
 	}
-	query := duckDB(t)
+	duck := duckDB(t)
+	query := func(q string) map[string]string {
+		t.Helper()
+		got, err := duck(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
 	files := filepath.Join(dir, "parquet-drop") + "/**/*.parquet"
 	got := query(fmt.Sprintf(`SELECT string_agg(column_name || ' ' || column_type, ', ') AS columns FROM (DESCRIBE SELECT * FROM read_parquet('%s'))`, files))
 	got2 := query(fmt.Sprintf(`SELECT count(*) AS n, sum(id) AS ids, string_agg(addr.city, ',' ORDER BY id) AS cities FROM read_parquet('%s')`, files))
@@ -284,51 +292,11 @@ func TestBulkUnknownFields(t *testing.T) {
 	}
 }
 
-// TestParquetDuckDB reads the CLI's Parquet output with a second,
-// independent implementation: DuckDB (npm @duckdb/node-api, installed by
-// scripts/duckdb into the cache). Without node, or when the install fails,
-// it skips, and fails with CI=true.
-func TestParquetDuckDB(t *testing.T) {
-	t.Parallel()
-	query := duckDB(t)
-	dir := t.TempDir()
-	schema := writeGenSchema(t, dir)
-	const count = 30000
-	gen := fmt.Sprintf("gen://?count=%d&seed=5&keys=4", count)
-	var payload int64
-	for _, l := range genLines(t, gen) {
-		var r struct{ Payload string }
-		json.Unmarshal([]byte(l), &r)
-		payload += int64(len(r.Payload))
-	}
-	for _, comp := range []string{"snappy", "zstd", "gzip", "none"} {
-		out := filepath.Join(dir, "out-"+comp)
-		mustRun(t, "run", "--source", gen, "--sink", out, "--format", "parquet", "--schema", schema,
-			"--parquet-compression", comp, "--bucket", "field:key", "--part-size", "128KiB", "--row-group-size", "3000rows")
-		got := query(fmt.Sprintf(`SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, sum(id) AS id_sum,
-			sum((id * 2654435761) %% 4294967296) AS id_hash, sum(length(payload)) AS payload_bytes,
-			count(ts) AS ts_count, min(epoch_ms(ts)) AS ts_min, count(DISTINCT key) AS keys
-			FROM read_parquet('%s/**/*.parquet')`, out))
-		var hash int64
-		for id := range int64(count) {
-			hash += (id * 2654435761) % 4294967296
-		}
-		want := map[string]string{
-			"n": fmt.Sprint(count), "distinct_ids": fmt.Sprint(count), "id_sum": fmt.Sprint(int64(count) * (count - 1) / 2),
-			"id_hash": fmt.Sprint(hash), "payload_bytes": fmt.Sprint(payload), "ts_count": fmt.Sprint(count),
-			"ts_min": "1767225600000", "keys": "4",
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s: DuckDB reads %v, want %v", comp, got, want)
-		}
-	}
-}
-
-// duckDB returns a function that runs a query with DuckDB (npm
+// duckDB returns a function that runs one SQL query with DuckDB (npm
 // @duckdb/node-api, installed by scripts/duckdb into the cache) and
-// returns its first row, its values as JSON text. Without node, or when
-// the install fails, the test skips, and fails with CI=true.
-func duckDB(t *testing.T) func(q string) map[string]string {
+// returns the first row, its values as JSON text. Without node, or when
+// the install fails, it skips the test, and fails it with CI=true.
+func duckDB(t *testing.T) func(query string) (map[string]string, error) {
 	t.Helper()
 	unavailable := func(format string, args ...any) {
 		t.Helper()
@@ -361,23 +329,64 @@ func duckDB(t *testing.T) func(q string) map[string]string {
   const r = await con.runAndReadAll(process.argv[2]);
   console.log(JSON.stringify(r.getRowObjectsJson()[0]));
 })().catch(e => { console.error(e.message || e); process.exit(1); });`)
-	return func(q string) map[string]string {
-		t.Helper()
-		cmd := exec.Command(node, js, q)
+	return func(query string) (map[string]string, error) {
+		cmd := exec.Command(node, js, query)
 		cmd.Env = append(os.Environ(), "NODE_PATH="+strings.TrimSpace(string(modules)))
 		res, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("DuckDB: %v\n%s", err, exitStderr(err))
+			return nil, fmt.Errorf("DuckDB: %v: %s", err, strings.TrimSpace(exitStderr(err)))
 		}
-		var got map[string]any
-		if err := json.Unmarshal(res, &got); err != nil {
-			t.Fatalf("DuckDB output %q: %v", res, err)
+		var row map[string]any
+		if err := json.Unmarshal(res, &row); err != nil {
+			return nil, fmt.Errorf("DuckDB output %q: %v", res, err)
 		}
-		out := map[string]string{}
-		for k, v := range got {
-			out[k] = fmt.Sprint(v)
+		got := map[string]string{}
+		for k, v := range row {
+			got[k] = fmt.Sprint(v)
 		}
-		return out
+		return got, nil
+	}
+}
+
+// TestParquetDuckDB reads the CLI's Parquet output with a second,
+// independent implementation: DuckDB (duckDB).
+func TestParquetDuckDB(t *testing.T) {
+	t.Parallel()
+	query := duckDB(t)
+	dir := t.TempDir()
+	schema := writeGenSchema(t, dir)
+	const count = 30000
+	gen := fmt.Sprintf("gen://?count=%d&seed=5&keys=4", count)
+	var payload int64
+	for _, l := range genLines(t, gen) {
+		var r struct{ Payload string }
+		json.Unmarshal([]byte(l), &r)
+		payload += int64(len(r.Payload))
+	}
+	for _, comp := range []string{"snappy", "zstd", "gzip", "none"} {
+		out := filepath.Join(dir, "out-"+comp)
+		mustRun(t, "run", "--source", gen, "--sink", out, "--format", "parquet", "--schema", schema,
+			"--parquet-compression", comp, "--bucket", "field:key", "--part-size", "128KiB", "--row-group-size", "3000rows")
+		q := fmt.Sprintf(`SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, sum(id) AS id_sum,
+			sum((id * 2654435761) %% 4294967296) AS id_hash, sum(length(payload)) AS payload_bytes,
+			count(ts) AS ts_count, min(epoch_ms(ts)) AS ts_min, count(DISTINCT key) AS keys
+			FROM read_parquet('%s/**/*.parquet')`, out)
+		got, err := query(q)
+		if err != nil {
+			t.Fatalf("%s: %v", comp, err)
+		}
+		var hash int64
+		for id := range int64(count) {
+			hash += (id * 2654435761) % 4294967296
+		}
+		want := map[string]string{
+			"n": fmt.Sprint(count), "distinct_ids": fmt.Sprint(count), "id_sum": fmt.Sprint(int64(count) * (count - 1) / 2),
+			"id_hash": fmt.Sprint(hash), "payload_bytes": fmt.Sprint(payload), "ts_count": fmt.Sprint(count),
+			"ts_min": "1767225600000", "keys": "4",
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: DuckDB reads %v, want %v", comp, got, want)
+		}
 	}
 }
 

@@ -42,6 +42,8 @@ checkpoint and publishes nothing twice. At the end of a bounded source
 
 Sources:
   file://DIR or DIR      every regular file under DIR, in lexical order, one record per line
+                         (LF or CRLF; empty lines skipped; longest --max-record-size); a file
+                         added later that sorts before the checkpoint's file is an error
   gen://?count=N&seed=S  N generated JSON records with a unique "id" (also: size, keys, start, step)
   kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=earliest|latest|TIME&bounded=true&group=G]
                          Kafka topics, read_committed; offsets live in the checkpoints (not in a
@@ -113,7 +115,7 @@ Formats (file and S3 sinks):
 type runFlags struct {
 	source, sink, state, format, compression, bucket, tz, prefix string
 	partSize, budget, csvColumns, onBad, logLevel, progress      string
-	memLimit                                                     string
+	memLimit, maxRecord, invalidUTF8                             string
 	interval, rollover, inactivity                               time.Duration
 	parallelism, retain                                          int
 	csvHeader, rollOnCheckpoint, bounded, successFile, directIO  bool
@@ -163,7 +165,10 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.successFile, "success-file", false, "write BUCKET/_SUCCESS, listing the bucket's files, once a time bucket's range plus --allowed-lateness is over (event-time watermark with eventtime buckets, processing time with datetime) and all its files are committed")
 	fs.DurationVar(&f.lateness, "allowed-lateness", 0, "with --success-file: how long after a bucket's end records may still arrive")
 	enumVar(fs, &f.onBad, "on-bad-record", "fail", "`ACTION` on a record that cannot be written: fail: stop with an error naming the record; skip: write it to OUT/_dead-letter "+
-		"(MySQL sink: to --mysql-dead-letter-table, in the checkpoint's XA branch), exactly once, and go on", "fail", "skip")
+		"(MySQL sink: to --mysql-dead-letter-table, in the checkpoint's XA branch), exactly once, and go on (a line over --max-record-size too, truncated to its first 64KiB)", "fail", "skip")
+	fs.StringVar(&f.maxRecord, "max-record-size", "16MiB", "file and stdin sources: the longest line (record) accepted, up to 1GiB; a longer one is a bad record (--on-bad-record)")
+	enumVar(fs, &f.invalidUTF8, "invalid-utf8", "reject", "jsonl: a record whose strings hold bytes that are not UTF-8: reject (a bad record, --on-bad-record) "+
+		"or replace (write each such byte as U+FFFD)", "reject", "replace")
 	fs.IntVar(&f.retain, "retain", recovery.DefaultRetain, "checkpoint records to keep")
 	enumVar(fs, &f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error", "debug", "info", "warn", "error")
 	enumVar(fs, &f.progress, "progress", "auto", "progress line on stderr (`WHEN`): auto (when stderr is a terminal), on or off", "auto", "on", "off")
@@ -201,6 +206,9 @@ func parseRunFlags(args []string, stdout io.Writer) (*runFlags, map[string]bool,
 	if f.source == "" || f.sink == "" {
 		return nil, nil, usageError("run: --source and --sink are required (see filesink run --help)")
 	}
+	if _, err := filesink.ParseSize(f.maxRecord); err != nil {
+		return nil, nil, usageError("run: --max-record-size: %v", err)
+	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	return f, set, nil
@@ -208,9 +216,11 @@ func parseRunFlags(args []string, stdout io.Writer) (*runFlags, map[string]bool,
 
 // spec is the job the flags describe, for pipeline.Job's rules.
 func (f *runFlags) spec(set map[string]bool) *pipeline.Job {
-	budget, _ := filesink.ParseSize(f.budget) // an invalid one is reported by build
+	budget, _ := filesink.ParseSize(f.budget)       // an invalid one is reported by build
+	maxRecord, _ := filesink.ParseSize(f.maxRecord) // checked by parseRunFlags
 	return &pipeline.Job{
 		Source: f.source, Sink: f.sink, State: f.state, Guarantee: f.guarantee, Format: f.format,
+		MaxRecordSize: maxRecord, InvalidUTF8: f.invalidUTF8,
 		Parallelism: f.parallelism, Retain: f.retain, OnBadRecord: f.onBad, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
 		MySQL: pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
 		HTTP: pipeline.HTTPSpec{Workers: f.http.workers, Queue: f.http.queue, BatchRecords: f.http.batchRecords,
@@ -478,11 +488,12 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 				return err
 			}
 		}
+		opts := f.lineOptions(set)
 		j.cfg.OpenSource = func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
 			if srcURI == "-" {
-				return source.NewReader(stdin, "stdin")
+				return source.NewReader(stdin, "stdin", opts...)
 			}
-			return source.Open(ctx, srcURI, pos)
+			return source.Open(ctx, srcURI, pos, opts...)
 		}
 	}
 	j.cfg.CheckpointInterval = f.interval
@@ -490,6 +501,25 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 	j.cfg.Logger = log
 	j.cfg.CommitterOptions = []committer.Option{committer.WithRetain(f.retain)}
 	return nil
+}
+
+// lineOptions returns the options of a source that splits lines (the
+// directory source, stdin): the maximum record size, and skipping longer
+// lines when they go to the dead letters (--on-bad-record skip, which
+// applies to file and S3 sinks only). Other sources get none.
+func (f *runFlags) lineOptions(set map[string]bool) []source.Option {
+	if !(&pipeline.Job{Source: f.source}).IsLineSource() {
+		return nil
+	}
+	var opts []source.Option
+	if set["max-record-size"] {
+		n, _ := filesink.ParseSize(f.maxRecord) // checked by parseRunFlags and Job.Validate
+		opts = append(opts, source.WithMaxLineSize(int(n)))
+	}
+	if f.onBad == "skip" {
+		opts = append(opts, source.WithSkipLongLines())
+	}
+	return opts
 }
 
 // build makes the job of a file or S3 sink (pipeline.Job checked which
@@ -603,6 +633,13 @@ func (f *runFlags) encoder(bulkFormat bool) (filesink.Encoder, error) {
 		if enc, err = filesink.ParseFormat(f.format); err != nil {
 			return nil, usageError("run: --format: %v (or parquet, arrow)", err)
 		}
+	}
+	if _, ok := enc.(filesink.JSONLines); ok && !bulkFormat {
+		policy, err := filesink.ParseInvalidUTF8(f.invalidUTF8)
+		if err != nil {
+			return nil, usageError("run: --invalid-utf8: %v", err)
+		}
+		enc = filesink.JSONLines{InvalidUTF8: policy}
 	}
 	if csv, ok := enc.(filesink.CSV); ok {
 		if f.csvColumns != "" {

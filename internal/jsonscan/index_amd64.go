@@ -26,3 +26,16 @@ func indexSpecialBlocks(b []byte, high bool) (idx, scanned int) {
 	}
 	return -1, len(b) &^ 31
 }
+
+//go:noescape
+func validUTF8AVX2(p []byte) bool
+
+// utf8Blocks reports whether the first len(p)&^31 bytes of p hold no
+// invalid UTF-8, a sequence cut at their end aside, and how many bytes it
+// checked: 0 when it could not use AVX2 or p is short.
+func utf8Blocks(p []byte) (ok bool, checked int) {
+	if !hasAVX2 || len(p) < 64 {
+		return true, 0
+	}
+	return validUTF8AVX2(p), len(p) &^ 31
+}

@@ -68,6 +68,7 @@ type sink struct {
 
 var (
 	_ pipeline.Sink                       = (*sink)(nil)
+	_ pipeline.BadRecordSink              = (*sink)(nil)
 	_ interface{ Unwrap() pipeline.Sink } = (*sink)(nil)
 )
 
@@ -87,6 +88,19 @@ func (s *sink) sample() {
 
 func (s *sink) Write(ctx context.Context, record []byte, origin source.Origin) error {
 	err := s.Sink.Write(ctx, record, origin)
+	if err == nil {
+		s.st.records.Add(1)
+		s.st.bytes.Add(int64(len(record)))
+	}
+	s.sample()
+	return err
+}
+
+// WriteBad forwards a record the source could not deliver whole to the
+// wrapped sink (pipeline.WriteBad) and counts it as Write counts a record
+// sent to the dead-letter output.
+func (s *sink) WriteBad(ctx context.Context, record []byte, origin source.Origin, cause error) error {
+	err := pipeline.WriteBad(ctx, s.Sink, record, origin, cause)
 	if err == nil {
 		s.st.records.Add(1)
 		s.st.bytes.Add(int64(len(record)))
