@@ -343,7 +343,9 @@ func TestReleaseDuringPendingPersist(t *testing.T) {
 	w := newWriter(t, be, 0, filesink.WithAssigner(bucketing.Field("key")), filesink.WithMaxOpenParts(2),
 		filesink.WithBufferBudget(64<<10))
 	// Records of 20 KB: every one is written out to its file at once.
-	rec := func(i int) []byte { return fmt.Appendf(nil, `{"id":%d,"key":"k%d","pad":%q}`, i, i%4, strings.Repeat("p", 20000)) }
+	rec := func(i int) []byte {
+		return fmt.Appendf(nil, `{"id":%d,"key":"k%d","pad":%q}`, i, i%4, strings.Repeat("p", 20000))
+	}
 	for i := range 2 { // buckets k0 and k1: the limit
 		mustWrite(t, w, rec(i))
 	}
