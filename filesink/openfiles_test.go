@@ -425,8 +425,8 @@ func TestSweepKeepsReleasedParts(t *testing.T) {
 // and resumed, and rolled for a bulk format: every record exactly once.
 func TestCrashLoopOpenLimit(t *testing.T) {
 	jobs := map[string]testjob.Job{
-		"released": {Count: 400, Keys: 6, Bucket: "field:key", MaxOpenParts: 2, PartSize: 1 << 20},
-		"bulk":     {Count: 300, Keys: 4, Bucket: "field:key", MaxOpenParts: 2, Bulk: testjob.FakeBulk{RowGroupBytes: 1 << 10}},
+		"released": {Count: 300, Keys: 5, Bucket: "field:key", MaxOpenParts: 2, PartSize: 1 << 20},
+		"bulk":     {Count: 60, Keys: 3, Bucket: "field:key", MaxOpenParts: 2, Bulk: testjob.FakeBulk{RowGroupBytes: 1 << 10}},
 	}
 	for name, job := range jobs {
 		t.Run(name, func(t *testing.T) {

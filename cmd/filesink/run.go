@@ -108,7 +108,7 @@ type runFlags struct {
 	partSize, budget, csvColumns, onBad, logLevel, progress      string
 	memLimit                                                     string
 	interval, rollover, inactivity                               time.Duration
-	parallelism, retain                                          int
+	parallelism, retain, maxOpenFiles                            int
 	csvHeader, rollOnCheckpoint, bounded, successFile, directIO  bool
 	lateness                                                     time.Duration
 	checkpointEvery                                              int64
@@ -142,6 +142,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.rollOnCheckpoint, "roll-on-checkpoint", false, "roll every part file at every checkpoint")
 	fs.IntVar(&f.parallelism, "parallelism", 1, "number of sink subtasks (keep it the same across restarts)")
 	fs.StringVar(&f.prefix, "prefix", "part", "part file name prefix")
+	fs.IntVar(&f.maxOpenFiles, "max-open-files", 0, "file and S3 sinks: part files open at once in the process, across subtasks (at least 16); at the limit the least "+
+		"recently written part is fsynced, closed and reopened on its next record (parquet/arrow parts roll instead); default: "+
+		"ulimit -n less 64 and an eighth (832 under 1024)")
 	fs.BoolVar(&f.directIO, "direct-io", false, "local sinks: write large part-file writes with O_DIRECT (Linux), bypassing the page cache, instead of through it "+
 		"(a filesystem without direct I/O falls back by itself; fsync makes parts durable either way)")
 	fs.StringVar(&f.budget, "buffer-budget", "64MiB", "memory for buffered records across all open buckets (with parquet/arrow: the encoders' row groups)")
@@ -194,6 +197,7 @@ func (f *runFlags) spec(set map[string]bool) *pipeline.Job {
 	return &pipeline.Job{
 		Source: f.source, Sink: f.sink, State: f.state, Guarantee: f.guarantee, Format: f.format,
 		Parallelism: f.parallelism, Retain: f.retain, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
+		MaxOpenFiles: f.maxOpenFiles,
 		MySQL: pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
 		HTTP: pipeline.HTTPSpec{Workers: f.http.workers, Queue: f.http.queue, BatchRecords: f.http.batchRecords,
 			Linger: f.http.linger, Timeout: f.http.timeout, Retries: f.http.retries},
@@ -339,14 +343,15 @@ func (j *job) done(log *slog.Logger, res pipeline.Result) {
 		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
 			"rows_sent", rows, "branches_committed", branches, "end_of_input", res.EndOfInput)
 	default:
-		var recs, bad, files int64
+		var recs, bad, files, released int64
 		for _, w := range j.writers {
 			recs += w.Stats().Records.Load()
 			bad += w.Stats().BadRecords.Load()
 			files += w.Stats().Committed.Load()
+			released += w.Stats().Released.Load()
 		}
 		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
-			"bad_records", bad, "files_published", files, "end_of_input", res.EndOfInput)
+			"bad_records", bad, "files_published", files, "parts_released", released, "end_of_input", res.EndOfInput)
 	}
 }
 
@@ -587,6 +592,7 @@ func (f *runFlags) writers(j *job, l *layout, log *slog.Logger) error {
 			filesink.WithAssigner(l.assigner), filesink.WithRollingPolicy(l.policy),
 			filesink.WithPrefix(f.prefix), filesink.WithBufferBudget(max(l.budget/int64(f.parallelism), 1<<20)),
 			filesink.WithLogger(log.With("subtask", i)),
+			filesink.WithMaxOpenParts(pipeline.OpenPartsPerSubtask(f.maxOpenFiles, f.parallelism)),
 		}
 		if l.bulk != nil {
 			opts = append(opts, filesink.WithBulkFormat(l.bulk))
