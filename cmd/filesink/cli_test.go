@@ -79,6 +79,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bad compression", run("--compression", "lz4"), []string{"--compression", "lz4"}, true, true},
 		{"bad on-bad-record", run("--on-bad-record", "ignore"), []string{"--on-bad-record", "ignore"}, true, true},
 		{"bad parallelism", run("--parallelism", "0"), []string{"--parallelism"}, true, true},
+		{"too few open files", run("--max-open-files", "8"), []string{"--max-open-files 8", "minimum 16"}, true, true},
+		{"open files per subtask", run("--max-open-files", "16", "--parallelism", "17"), []string{"--max-open-files 16", "17 subtasks"}, true, true},
 		{"bad time zone", run("--bucket", "datetime", "--bucket-tz", "Mars/Olympus"), []string{"--bucket-tz"}, true, true},
 		{"stray argument", run("extra"), []string{`"extra"`}, true, true},
 		{"verify without sink", []string{"verify"}, []string{"--sink"}, true, true},

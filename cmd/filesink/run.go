@@ -198,7 +198,7 @@ func (f *runFlags) spec(set map[string]bool) *pipeline.Job {
 		Source: f.source, Sink: f.sink, State: f.state, Guarantee: f.guarantee, Format: f.format,
 		Parallelism: f.parallelism, Retain: f.retain, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
 		MaxOpenFiles: f.maxOpenFiles,
-		MySQL: pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
+		MySQL:        pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
 		HTTP: pipeline.HTTPSpec{Workers: f.http.workers, Queue: f.http.queue, BatchRecords: f.http.batchRecords,
 			Linger: f.http.linger, Timeout: f.http.timeout, Retries: f.http.retries},
 	}
