@@ -80,10 +80,10 @@ func MaxOpenPartsFor(limit uint64) int {
 // (default DefaultMaxOpenParts, at least MinOpenParts), the dead-letter
 // output's included, and the ones being closed or released in the
 // background until they are. At the limit the least recently written open
-// part is released and resumed on its next write (see Writer); with a bulk
-// format it rolls. Recovery keeps within it too: the parts of the restored
-// checkpoint are resumed one after the other and released again once the
-// limit is reached.
+// part is released and resumed on its next write (see the package
+// documentation, Open files); with a bulk format it rolls. Recovery keeps
+// within it too: the parts of the restored checkpoint are resumed one
+// after the other and released again once the limit is reached.
 func WithMaxOpenParts(n int) Option {
 	return optionFunc(func(c *config) { c.maxOpen, c.maxOpenSet = n, true })
 }
