@@ -144,6 +144,33 @@ func BenchmarkSink(b *testing.B) {
 	}
 }
 
+// BenchmarkOpenLimit writes the records of 2,000 buckets, round robin
+// (record i to bucket i mod 2,000), through the whole sink as
+// BenchmarkSink does, with at most 200 part files open: "release" is what
+// the sink does at the limit (the least recently written part is fsynced
+// and closed, and resumed on its next write), "roll" is the alternative
+// (it is rolled: closed for commit, a new part file on its next write);
+// "unlimited" has room for all 2,000. "files/op" counts the part files
+// published, "released/op" the parts released.
+func BenchmarkOpenLimit(b *testing.B) {
+	const buckets, limit = 2000, 200
+	for _, c := range []struct {
+		name string
+		opts []filesink.Option
+	}{
+		{"unlimited", []filesink.Option{filesink.WithMaxOpenParts(2 * buckets)}},
+		{"release", []filesink.Option{filesink.WithMaxOpenParts(limit)}},
+		{"roll", []filesink.Option{filesink.WithMaxOpenParts(limit), filesink.WithEvictByRolling()}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d := benchLoadData(b, buckets)
+			benchLoop(b, d, func(d *benchData, dir string) (benchOpStats, error) {
+				return benchRunSinkWith(d, dir, c.opts...)
+			})
+		})
+	}
+}
+
 // BenchmarkRawWrite writes the same bytes in the same order to plain files
 // with the same fsync points. "ckpt-s/op" and "final-s/op" are the time spent
 // in flush+fsync at the intermediate sync points and at the end.
@@ -164,6 +191,7 @@ type benchOpStats struct {
 	ckpt, final          time.Duration
 	fsyncs, dirSyncs     int64
 	fsyncDur, dirSyncDur time.Duration
+	files, released      int64 // part files published; parts released at the open-file limit
 }
 
 func (s *benchOpStats) add(o benchOpStats) {
@@ -173,6 +201,8 @@ func (s *benchOpStats) add(o benchOpStats) {
 	s.dirSyncs += o.dirSyncs
 	s.fsyncDur += o.fsyncDur
 	s.dirSyncDur += o.dirSyncDur
+	s.files += o.files
+	s.released += o.released
 }
 
 func benchLoop(b *testing.B, d *benchData, run func(d *benchData, dir string) (benchOpStats, error)) {
@@ -213,6 +243,11 @@ func benchLoop(b *testing.B, d *benchData, run func(d *benchData, dir string) (b
 	b.ReportMetric(total.fsyncDur.Seconds()/n, "fsync-s/op")
 	b.ReportMetric(float64(total.dirSyncs)/n, "dirsyncs/op")
 	b.ReportMetric(total.dirSyncDur.Seconds()/n, "dirsync-s/op")
+	b.ReportMetric(float64(len(d.ends))*n/b.Elapsed().Seconds(), "records/s")
+	if total.files > 0 {
+		b.ReportMetric(float64(total.files)/n, "files/op")
+		b.ReportMetric(float64(total.released)/n, "released/op")
+	}
 }
 
 // benchCPUTime returns the user+system CPU time of the process so far (all
@@ -271,7 +306,10 @@ func (f benchCountingFile) Sync() error {
 
 // benchRunSink writes d through a fresh sink under dir/out, with its checkpoint
 // records in dir/out/_filesink as the CLI keeps them.
-func benchRunSink(d *benchData, dir string) (benchOpStats, error) {
+func benchRunSink(d *benchData, dir string) (benchOpStats, error) { return benchRunSinkWith(d, dir) }
+
+// benchRunSinkWith is benchRunSink with more options for the writer.
+func benchRunSinkWith(d *benchData, dir string, opts ...filesink.Option) (benchOpStats, error) {
 	var st benchOpStats
 	ctx := context.Background()
 	fsys := benchCountingFS{st: &st}
@@ -280,7 +318,7 @@ func benchRunSink(d *benchData, dir string) (benchOpStats, error) {
 	if err != nil {
 		return st, err
 	}
-	w, err := filesink.New(localfs.New(fsys, out), 0, filesink.WithAssigner(bucketing.Field("key")))
+	w, err := filesink.New(localfs.New(fsys, out), 0, append([]filesink.Option{filesink.WithAssigner(bucketing.Field("key"))}, opts...)...)
 	if err != nil {
 		return st, err
 	}
@@ -316,7 +354,9 @@ func benchRunSink(d *benchData, dir string) (benchOpStats, error) {
 			since = 0
 		}
 	}
-	return st, checkpoint(len(d.ends), true)
+	err = checkpoint(len(d.ends), true)
+	st.files, st.released = w.Stats().Committed.Load(), w.Stats().Released.Load()
+	return st, err
 }
 
 // benchRawFile is one output file of the raw writer.

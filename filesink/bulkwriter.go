@@ -341,6 +341,9 @@ func (w *Writer) shrinkBulk(ctx context.Context) error {
 		if w.usage() <= w.budget/4*3 {
 			break
 		}
+		if b.part == nil || b.part.bulk == nil {
+			continue // rolled at the open-file limit by a flush before
+		}
 		p := b.part
 		before := p.held
 		err := p.bulk.Flush()

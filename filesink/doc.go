@@ -51,6 +51,18 @@
 // largest writers flush a row group early, and a part whose writer keeps
 // its memory through Flush rolls.
 //
+// # Open files
+//
+// Every part whose PartWriter is open holds a descriptor (a local file,
+// an S3 part's spill file). [WithMaxOpenParts] bounds them (default
+// [DefaultMaxOpenParts], from RLIMIT_NOFILE): at the limit the least
+// recently written part is persisted and closed (released), and resumed
+// where it stopped on its next write; a bulk part rolls instead. A
+// released part is, to the storage, a part after a checkpoint's persist
+// and a crash, and its reopening is the recovery path, which is why it is
+// crash-safe (openfiles.go has the argument). [Writer.Restore] resumes a
+// checkpoint's parts within the limit too.
+//
 // # Bad records
 //
 // A record that cannot be encoded, or whose bucket path is invalid

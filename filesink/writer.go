@@ -64,6 +64,12 @@ type config struct {
 	dense  *int64 // WithDenseOrigins
 	// publishOnRoll: WithPublishOnRoll.
 	publishOnRoll bool
+	// maxOpen: WithMaxOpenParts (maxOpenSet), else DefaultMaxOpenParts.
+	maxOpen    int
+	maxOpenSet bool
+	// evictRoll makes the open-file limit roll row parts instead of
+	// releasing them (a seam of the benchmarks that compare the two).
+	evictRoll bool
 }
 
 func defaultConfig() config {
@@ -84,6 +90,8 @@ func (c *config) validate() error {
 		return errors.New("filesink: both a row encoder (WithEncoder) and a bulk format (WithBulkFormat) are set")
 	case c.bulk != nil && c.comp != nil:
 		return errors.New("filesink: a bulk format compresses its own pages: WithCompression does not apply to it (use the format's compression option)")
+	case c.maxOpenSet && c.maxOpen < MinOpenParts:
+		return fmt.Errorf("filesink: at most %d open part files is below the minimum %d", c.maxOpen, MinOpenParts)
 	case c.prefix == "" || c.prefix[0] == '.' || c.prefix[0] == '_' || strings.ContainsAny(c.prefix, "/\\\x00"):
 		return fmt.Errorf("filesink: invalid part prefix %q (must not be empty, contain '/' or start with '.' or '_')", c.prefix)
 	}
@@ -159,6 +167,7 @@ type Stats struct {
 	Bytes      atomic.Int64 // encoded bytes accepted (before compression); for bulk formats, the records' bytes (none for WriteBatch's batches)
 	BadRecords atomic.Int64 // records sent to the dead-letter output
 	Committed  atomic.Int64 // part files of this run published (recovery re-commits are not counted)
+	Released   atomic.Int64 // times an open part file was closed at the open-file limit, to be resumed on its next write (WithMaxOpenParts)
 }
 
 // Writer is one subtask of the file sink: it buckets records, writes them to
@@ -203,6 +212,16 @@ type Writer struct {
 	bulkHeld int64 // sum of part.held over open bulk parts
 	stats    Stats
 	restored bool // Restore ran: later commits are of this run
+
+	// slots holds one token per part file open (or being closed or
+	// released in the background): its capacity is the limit
+	// (WithMaxOpenParts). lru lists the buckets whose part is open, least
+	// recently written first (a sentinel: lru.next is the first). bg
+	// counts the releases running (park).
+	slots       chan struct{}
+	lru         bucket
+	bg          sync.WaitGroup
+	limitLogged bool
 }
 
 var _ committer.Participant = (*Writer)(nil)
@@ -216,6 +235,9 @@ type bucket struct {
 	key  bucketKey
 	buf  []byte // encoded bytes of part not yet written; empty when part is nil
 	part *part
+	// prev and next link the buckets whose part is open (Writer.lru); nil
+	// when it is not.
+	prev, next *bucket
 }
 
 type part struct {
@@ -227,6 +249,15 @@ type part struct {
 	// conditions last held false (see mustRoll).
 	timeOK    time.Time
 	persisted int64 // pw.Size() at the last Persist
+	// park is set while the part's file is released (pw is nil): see
+	// openfiles.go. persisting is the checkpoint's persist of pw, while
+	// it may be pending. resumed is the resumable pw was resumed from (a
+	// checkpoint's or a release's; nil for a part opened in this run), and
+	// dirty tells that pw was written since.
+	park       *parking
+	persisting *persistJob
+	resumed    json.RawMessage
+	dirty      bool
 	// size is the file's size plus the bytes queued for it (uncompressed),
 	// moved by one addition per change so that the caller never sees a
 	// write counted both as queued and as written; fileSize is pw.Size()
@@ -331,8 +362,12 @@ func New(backend driver.Backend, subtask int, opts ...Option) (*Writer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if !cfg.maxOpenSet {
+		cfg.maxOpen = DefaultMaxOpenParts()
+	}
 	w := &Writer{config: cfg, backend: backend, subtask: subtask, buckets: map[bucketKey]*bucket{},
-		closers: make(chan struct{}, syncParallelism)}
+		closers: make(chan struct{}, syncParallelism), slots: make(chan struct{}, cfg.maxOpen)}
+	w.lru.prev, w.lru.next = &w.lru, &w.lru
 	w.eventTimed, _ = w.assign.(bucketing.EventTimed)
 	if w.runID == "" {
 		var b [4]byte
@@ -799,17 +834,27 @@ func (w *Writer) flush(ctx context.Context, b *bucket) error {
 	return w.handOff(b)
 }
 
-// open opens the file of b's part, if it is not open.
+// open opens the file of b's part, if it is not open: a new one, or the
+// released one again (reopen). At the open-file limit it first releases
+// the least recently written open parts.
 func (w *Writer) open(ctx context.Context, b *bucket) error {
 	p := b.part
 	if p.pw != nil {
 		return nil
 	}
+	if p.park != nil {
+		return w.reopen(ctx, b)
+	}
+	if err := w.acquire(ctx); err != nil {
+		return err
+	}
 	pw, err := w.backendOf(b.key.dl).Open(ctx, p.target)
 	if err != nil {
+		<-w.slots
 		return err
 	}
 	p.pw = pw
+	w.lruPush(b)
 	return nil
 }
 
@@ -823,6 +868,8 @@ func (w *Writer) handOff(b *bucket) error {
 	buf := b.buf
 	w.bufCap -= int64(cap(buf)) // lent to the I/O goroutine; reserve takes it back
 	b.buf = nil
+	b.part.dirty = true
+	w.lruPush(b)
 	// A buffer a bulk writer grew past the largest size reserve hands out
 	// (its bytes before the file was open) is not kept for reuse.
 	return w.io.submit(b.part, buf, comp, w.isBulk(b) && cap(buf) > maxFlush)
@@ -839,9 +886,13 @@ func (w *Writer) roll(ctx context.Context, b *bucket) error {
 	if err := w.flush(ctx, b); err != nil {
 		return err
 	}
-	if b.part.pw == nil {
+	if b.part.pw == nil && b.part.park == nil {
 		b.part = nil
 		return nil
+	}
+	// A released part is reopened to be closed for commit.
+	if err := w.open(ctx, b); err != nil {
+		return err
 	}
 	if err := w.io.wait(); err != nil {
 		return err
@@ -861,25 +912,33 @@ type closing struct {
 	err     error
 }
 
-// closeInBackground detaches b's part (its buffer written out, the I/O
-// goroutine done with it) and closes it for commit on its own goroutine,
-// at most syncParallelism at once per Writer.
+// closeInBackground detaches b's open part (its buffer written out, the
+// I/O goroutine done with it) and closes it for commit on its own
+// goroutine, at most syncParallelism at once per Writer; its open-file
+// slot is freed once it is closed.
 func (w *Writer) closeInBackground(ctx context.Context, b *bucket) {
 	p := b.part
 	b.part = nil
+	w.lruRemove(b)
 	c := &closing{key: b.key, stats: p.stats.snapshot(p.pw.Size()), done: make(chan struct{})}
 	w.rolled = append(w.rolled, c)
+	slots := w.slots
 	go func() {
 		defer close(c.done)
 		select {
 		case w.closers <- struct{}{}:
 		case <-ctx.Done():
 			p.pw.Close()
+			<-slots
 			c.err = ctx.Err()
 			return
 		}
 		defer func() { <-w.closers }()
 		c.pending, c.err = p.pw.CloseForCommit(ctx)
+		if c.err != nil {
+			p.pw.Close() // a failed CloseForCommit may leave it open
+		}
+		<-slots
 		if c.err == nil && w.publishOnRoll {
 			// At-least-once: visible now; the next checkpoint commits it
 			// again, which finds it published.
@@ -984,16 +1043,6 @@ func (w *Writer) sweepEvery() int {
 	return every
 }
 
-// persistJob is an open part being persisted by a Prepare.
-type persistJob struct {
-	b     *bucket
-	p     *part
-	size  int64
-	wait  func(context.Context) (json.RawMessage, error)
-	out   json.RawMessage
-	entry entry
-}
-
 // flushAll closes the bulk parts (a footer cannot be resumed: every bulk
 // part rolls at a checkpoint) and writes out the buffers of the others,
 // and waits for the I/O queue.
@@ -1017,35 +1066,58 @@ func (w *Writer) flushAll(ctx context.Context) error {
 	return w.io.wait()
 }
 
-// persistOpen starts closing the parts that roll at this checkpoint and
+// persistOpen starts closing the parts that roll at this checkpoint (a
+// released one is reopened for it, within the open-file limit) and
 // starts persisting the others, returned in bucket order. Parts unchanged
-// since their last persist keep their resumable.
+// since their last persist keep their resumable; a released part's is
+// its release's.
 func (w *Writer) persistOpen(ctx context.Context, final bool) ([]*persistJob, error) {
-	var jobs []*persistJob
+	var keep, reopen []*bucket
 	for _, b := range w.sorted() {
-		if b.part == nil {
+		p := b.part
+		if p == nil {
 			continue
 		}
-		if b.part.pw == nil { // opened, nothing written
+		if p.pw == nil && p.park == nil { // opened, nothing written
 			b.part = nil
 			continue
 		}
 		if final || w.isBulk(b) || w.policy.OnCheckpoint(w.info(b)) {
+			if p.pw == nil {
+				reopen = append(reopen, b)
+				continue
+			}
 			w.closeInBackground(ctx, b)
 			continue
 		}
-		jobs = append(jobs, &persistJob{b: b, p: b.part, size: b.part.pw.Size(), out: b.part.resumable})
+		keep = append(keep, b)
 	}
-	for _, j := range jobs {
-		if j.out == nil || j.size != j.p.persisted {
-			j.out = nil
-			wait, err := j.p.pw.PersistAsync(ctx)
+	for _, b := range reopen {
+		if err := w.open(ctx, b); err != nil {
+			return nil, err
+		}
+		w.closeInBackground(ctx, b)
+	}
+	jobs := make([]*persistJob, 0, len(keep))
+	for _, b := range keep {
+		p := b.part
+		j := &persistJob{p: p}
+		switch {
+		case p.pw == nil: // released (perhaps by the reopens above)
+			j.size, j.wait = p.park.size, p.park.result
+		case p.resumable == nil || p.pw.Size() != p.persisted:
+			j.size = p.pw.Size()
+			wait, err := p.pw.PersistAsync(ctx)
 			if err != nil {
 				return nil, err
 			}
 			j.wait = wait
+			p.persisting = j
+		default:
+			j.size, j.out = p.persisted, p.resumable
 		}
-		j.entry = entry{DeadLetter: j.b.key.dl, Bucket: j.b.key.path, Stats: j.p.stats.snapshot(j.size)}
+		j.entry = entry{DeadLetter: b.key.dl, Bucket: b.key.path, Stats: p.stats.snapshot(j.size)}
+		jobs = append(jobs, j)
 	}
 	return jobs, nil
 }
@@ -1067,17 +1139,15 @@ func (w *Writer) forgetIdle() {
 func prepared(ctx context.Context, jobs []*persistJob, rolled []*closing) (committer.Snapshot, error) {
 	var st state
 	for _, j := range jobs {
-		if j.wait != nil {
-			out, err := j.wait(ctx)
-			if err != nil {
-				return committer.Snapshot{}, err
-			}
-			j.out = out
+		out, err := j.result(ctx)
+		if err != nil {
+			return committer.Snapshot{}, err
 		}
 		// Read by the next Prepare and by Sweep, which run after
-		// this function has returned.
-		j.p.resumable, j.p.persisted = j.out, j.size
-		j.entry.Part = j.out
+		// this function has returned (a release or a reopen of the
+		// part beside it touches neither).
+		j.p.resumable, j.p.persisted = out, j.size
+		j.entry.Part = out
 		st.Parts = append(st.Parts, j.entry)
 	}
 	var snap committer.Snapshot
@@ -1122,7 +1192,9 @@ func (w *Writer) Commit(ctx context.Context, committable json.RawMessage) error 
 
 // Restore implements committer.Participant: open parts are dropped (their
 // staging data stays for the sweep) and the parts of state are resumed,
-// truncated to their recorded lengths.
+// truncated to their recorded lengths, one after the other: at the
+// open-file limit (WithMaxOpenParts) the earlier ones are closed again,
+// released as they were recorded, and resumed on their next write.
 func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 	w.Close()
 	w.restored = true
@@ -1146,8 +1218,12 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 		if err != nil {
 			return err
 		}
+		if err := w.acquire(ctx); err != nil {
+			return err
+		}
 		pw, err := be.Resume(ctx, e.Part)
 		if err != nil {
+			<-w.slots
 			// At-least-once: a part open at the checkpoint may have rolled
 			// and been published before the crash. Its records up to the
 			// checkpoint are visible; those after it come again.
@@ -1160,15 +1236,19 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 		key := bucketKey{dl: e.DeadLetter, path: e.Bucket}
 		stats, err := restoreStats(e.Stats)
 		if err != nil {
+			pw.Close()
+			<-w.slots
 			return fmt.Errorf("filesink: bad figures of %s in the checkpoint: %w", target, err)
 		}
-		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part, stats: stats}
+		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part, resumed: e.Part, stats: stats}
 		p.fileSize = pw.Size()
 		p.size.Store(p.fileSize)
 		if pw.MustRoll() {
 			p.full.Store(true)
 		}
-		w.buckets[key] = &bucket{key: key, part: p}
+		b := &bucket{key: key, part: p}
+		w.buckets[key] = b
+		w.lruPush(b)
 	}
 	return nil
 }
@@ -1259,7 +1339,20 @@ func (w *Writer) kept(ctx context.Context, retained []*recovery.Checkpoint) (map
 	}
 	for _, b := range w.sorted() {
 		p := b.part
-		if p == nil || p.pw == nil {
+		if p == nil {
+			continue
+		}
+		if p.resumed != nil {
+			// An S3 part's tail objects from before it was resumed.
+			keep[b.key.dl] = append(keep[b.key.dl], p.resumed)
+		}
+		if p.pw == nil {
+			if k := p.park; k != nil { // released: its release's resumable
+				if err := k.wait(ctx); err != nil {
+					return nil, err
+				}
+				keep[b.key.dl] = append(keep[b.key.dl], k.res)
+			}
 			continue
 		}
 		if p.resumable == nil {
@@ -1280,6 +1373,7 @@ func (w *Writer) kept(ctx context.Context, retained []*recovery.Checkpoint) (map
 func (w *Writer) Close() error {
 	first := w.io.stop()
 	w.awaitClosing()
+	w.bg.Wait()
 	for k, b := range w.buckets {
 		if p := b.part; p != nil && p.pw != nil {
 			// A bulk writer's encoding goroutine may still hold the part
@@ -1288,12 +1382,15 @@ func (w *Writer) Close() error {
 			p.revoked = true
 			err := p.pw.Close()
 			p.loanMu.Unlock()
+			<-w.slots
 			if err != nil && first == nil {
 				first = err
 			}
 		}
+		b.prev, b.next = nil, nil
 		delete(w.buckets, k)
 	}
+	w.lru.prev, w.lru.next = &w.lru, &w.lru
 	w.io = ioQueue{}
 	w.last = nil
 	w.bufCap, w.rolled, w.free, w.bulkHeld = 0, nil, nil, 0

@@ -69,7 +69,7 @@ const (
 	// BulkOnlySettings apply to the bulk formats (parquet, arrow) only.
 	BulkOnlySettings = "schema row-group-size parquet-compression parquet-dictionary parquet-page-size parquet-stats arrow-compression unknown-fields"
 	// FileOnlySettings apply to file and S3 sinks only.
-	FileOnlySettings = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io " +
+	FileOnlySettings = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io max-open-files " +
 		"buffer-budget memory-limit csv-columns csv-header invalid-utf8 " + BulkOnlySettings + " " +
 		"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir resume-from-output"
 	// HTTPOnlySettings apply to an HTTP sink only.
@@ -123,6 +123,12 @@ type Job struct {
 	// BufferBudget is the memory for buffered records, in bytes; with a
 	// bulk format the "auto" memory limit follows from it.
 	BufferBudget int64
+	// MaxOpenFiles bounds the part files the job's file or S3 sink keeps
+	// open at once, across its subtasks (OpenPartsPerSubtask); 0 (not
+	// given) derives it from the process's limit of open descriptors
+	// (filesink.DefaultMaxOpenParts). Given, it must be at least
+	// MinMaxOpenFiles and one per subtask.
+	MaxOpenFiles int
 	// MemoryLimit is the Go soft memory limit: "auto" or "" (BulkHeapFactor
 	// x BufferBudget with a bulk format, none for row formats), "none", or
 	// a size ("2GiB"). The GOMEMLIMIT environment variable overrides it.
@@ -374,7 +380,46 @@ func (j *Job) validateFiles() error {
 	if j.Parallelism < 1 {
 		return specErr("--parallelism must be at least 1")
 	}
+	if err := j.validateMaxOpenFiles(); err != nil {
+		return err
+	}
 	return j.validateFormat()
+}
+
+// MinMaxOpenFiles is the least MaxOpenFiles (--max-open-files) a Job takes:
+// below it a sink with more buckets than that releases and resumes part
+// files all the time.
+const MinMaxOpenFiles = 16
+
+// validateMaxOpenFiles checks MaxOpenFiles when it is given.
+func (j *Job) validateMaxOpenFiles() error {
+	n := j.MaxOpenFiles
+	if n == 0 && !j.Given["max-open-files"] {
+		return nil
+	}
+	if n < MinMaxOpenFiles {
+		return specErr("--max-open-files %d is below the minimum %d (open part files per process; the default follows ulimit -n)", n, MinMaxOpenFiles)
+	}
+	if n < j.Parallelism*filesink.MinOpenParts {
+		return specErr("--max-open-files %d leaves less than %d open part file for each of the %d subtasks (--parallelism)", n, filesink.MinOpenParts, j.Parallelism)
+	}
+	return nil
+}
+
+// OpenPartsPerSubtask returns the open part files each subtask of the
+// job's file or S3 sink may keep (filesink.WithMaxOpenParts): see the
+// function OpenPartsPerSubtask.
+func (j *Job) OpenPartsPerSubtask() int { return OpenPartsPerSubtask(j.MaxOpenFiles, j.Parallelism) }
+
+// OpenPartsPerSubtask divides maxOpenFiles, the open part files of a
+// process (0: filesink.DefaultMaxOpenParts, from its limit of open
+// descriptors), among parallelism subtasks: the quotient, at least
+// filesink.MinOpenParts.
+func OpenPartsPerSubtask(maxOpenFiles, parallelism int) int {
+	if maxOpenFiles <= 0 {
+		maxOpenFiles = filesink.DefaultMaxOpenParts()
+	}
+	return max(maxOpenFiles/max(parallelism, 1), filesink.MinOpenParts)
 }
 
 // checkSelfFeeding refuses a job that would read its own output: a local

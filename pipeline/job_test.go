@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/sinks/async"
 )
@@ -58,6 +59,11 @@ func TestJobValidate(t *testing.T) {
 		{"guarantee unknown", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Guarantee: "twice"}, "--guarantee must be"},
 		{"at-most-once on files", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Guarantee: pipeline.AtMostOnce}, "a file or S3 sink supports exactly-once"},
 		{"memory limit", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, MemoryLimit: "lots"}, "--memory-limit: want auto, none or a size"},
+		{"max open files", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, MaxOpenFiles: 16, Given: given("max-open-files")}, ""},
+		{"max open files low", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, MaxOpenFiles: 15, Given: given("max-open-files")}, "--max-open-files 15 is below the minimum 16"},
+		{"max open files 0 given", pipeline.Job{Source: "in", Sink: "out", Parallelism: 1, Given: given("max-open-files")}, "--max-open-files 0 is below the minimum 16"},
+		{"max open files per subtask", pipeline.Job{Source: "in", Sink: "s3://b/p", Parallelism: 20, MaxOpenFiles: 16}, "for each of the 20 subtasks"},
+		{"max open files on mysql", pipeline.Job{Source: "in", Sink: "mysql://x", State: "st", Parallelism: 1, MySQL: mysql, Given: given("max-open-files")}, "--max-open-files applies to file and S3 sinks"},
 		{"mysql valid", pipeline.Job{Source: "in", Sink: "mysql://x", State: "st", Parallelism: 1, MySQL: mysql}, ""},
 		{"mysql skip", pipeline.Job{Source: "in", Sink: "mysql://x", State: "st", Parallelism: 1, MySQL: mysql, OnBadRecord: "skip", Given: given("on-bad-record", "mysql-dead-letter-table")}, ""},
 		{"mysql dead-letter table without skip", pipeline.Job{Source: "in", Sink: "mysql://x", State: "st", Parallelism: 1, MySQL: mysql, Given: given("mysql-dead-letter-table")}, "--mysql-dead-letter-table applies with --on-bad-record skip only"},
@@ -177,5 +183,18 @@ func TestJobSelfFeeding(t *testing.T) {
 		case c.want != "" && (!errors.As(err, &se) || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: Validate = %v; want a SpecError containing %q", c.name, err, c.want)
 		}
+	}
+}
+
+func TestOpenPartsPerSubtask(t *testing.T) {
+	for _, c := range []struct{ max, parallelism, want int }{
+		{160, 1, 160}, {160, 3, 53}, {16, 16, 1}, {16, 0, 16},
+	} {
+		if got := pipeline.OpenPartsPerSubtask(c.max, c.parallelism); got != c.want {
+			t.Errorf("OpenPartsPerSubtask(%d, %d) = %d, want %d", c.max, c.parallelism, got, c.want)
+		}
+	}
+	if got, want := pipeline.OpenPartsPerSubtask(0, 2), max(filesink.DefaultMaxOpenParts()/2, 1); got != want {
+		t.Errorf("OpenPartsPerSubtask(0, 2) = %d, want half the default, %d", got, want)
 	}
 }

@@ -86,6 +86,8 @@ func TestUsageErrors(t *testing.T) {
 		{"max-record-size with gen", []string{"run", "--source", "gen://?count=1", "--sink", out, "--max-record-size", "1MiB"},
 			[]string{"--max-record-size", "gen://"}, true, true},
 		{"bad parallelism", run("--parallelism", "0"), []string{"--parallelism"}, true, true},
+		{"too few open files", run("--max-open-files", "8"), []string{"--max-open-files 8", "minimum 16"}, true, true},
+		{"open files per subtask", run("--max-open-files", "16", "--parallelism", "17"), []string{"--max-open-files 16", "17 subtasks"}, true, true},
 		{"bad time zone", run("--bucket", "datetime", "--bucket-tz", "Mars/Olympus"), []string{"--bucket-tz"}, true, true},
 		{"stray argument", run("extra"), []string{`"extra"`}, true, true},
 		{"verify without sink", []string{"verify"}, []string{"--sink"}, true, true},

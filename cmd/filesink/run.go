@@ -117,7 +117,7 @@ type runFlags struct {
 	partSize, budget, csvColumns, onBad, logLevel, progress      string
 	memLimit, maxRecord, invalidUTF8                             string
 	interval, rollover, inactivity                               time.Duration
-	parallelism, retain                                          int
+	parallelism, retain, maxOpenFiles                            int
 	csvHeader, rollOnCheckpoint, bounded, successFile, directIO  bool
 	lateness                                                     time.Duration
 	checkpointEvery                                              int64
@@ -155,6 +155,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.rollOnCheckpoint, "roll-on-checkpoint", false, "roll every part file at every checkpoint")
 	fs.IntVar(&f.parallelism, "parallelism", 1, "number of sink subtasks (keep it the same across restarts)")
 	fs.StringVar(&f.prefix, "prefix", "part", "part file name prefix")
+	fs.IntVar(&f.maxOpenFiles, "max-open-files", 0, "file and S3 sinks: part files open at once in the process, across subtasks (at least 16); at the limit the least "+
+		"recently written part is fsynced, closed and reopened on its next record (parquet/arrow parts roll instead); default: "+
+		"ulimit -n less 64 and an eighth (832 under 1024)")
 	fs.BoolVar(&f.directIO, "direct-io", false, "local sinks: write large part-file writes with O_DIRECT (Linux), bypassing the page cache, instead of through it "+
 		"(a filesystem without direct I/O falls back by itself; fsync makes parts durable either way)")
 	fs.StringVar(&f.budget, "buffer-budget", "64MiB", "memory for buffered records across all open buckets (with parquet/arrow: the encoders' row groups)")
@@ -222,7 +225,8 @@ func (f *runFlags) spec(set map[string]bool) *pipeline.Job {
 		Source: f.source, Sink: f.sink, State: f.state, Guarantee: f.guarantee, Format: f.format,
 		MaxRecordSize: maxRecord, InvalidUTF8: f.invalidUTF8,
 		Parallelism: f.parallelism, Retain: f.retain, OnBadRecord: f.onBad, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
-		MySQL: pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
+		MaxOpenFiles: f.maxOpenFiles,
+		MySQL:        pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
 		HTTP: pipeline.HTTPSpec{Workers: f.http.workers, Queue: f.http.queue, BatchRecords: f.http.batchRecords,
 			Linger: f.http.linger, Timeout: f.http.timeout, Retries: f.http.retries},
 	}
@@ -375,14 +379,15 @@ func (j *job) done(log *slog.Logger, res pipeline.Result) {
 		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
 			"rows_sent", rows, "bad_records", bad, "branches_committed", branches, "end_of_input", res.EndOfInput)
 	default:
-		var recs, bad, files int64
+		var recs, bad, files, released int64
 		for _, w := range j.writers {
 			recs += w.Stats().Records.Load()
 			bad += w.Stats().BadRecords.Load()
 			files += w.Stats().Committed.Load()
+			released += w.Stats().Released.Load()
 		}
 		args := []any{"checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
-			"bad_records", bad, "files_published", files, "end_of_input", res.EndOfInput}
+			"bad_records", bad, "files_published", files, "parts_released", released, "end_of_input", res.EndOfInput}
 		if d := j.dropped; d != nil {
 			args = append(args, "records_with_unknown_fields", d.Records(), "unknown_fields_dropped", d.Fields())
 		}
@@ -664,6 +669,7 @@ func (f *runFlags) writers(j *job, l *layout, log *slog.Logger) error {
 			filesink.WithAssigner(l.assigner), filesink.WithRollingPolicy(l.policy),
 			filesink.WithPrefix(f.prefix), filesink.WithBufferBudget(max(l.budget/int64(f.parallelism), 1<<20)),
 			filesink.WithLogger(log.With("subtask", i)),
+			filesink.WithMaxOpenParts(pipeline.OpenPartsPerSubtask(f.maxOpenFiles, f.parallelism)),
 		}
 		if l.bulk != nil {
 			opts = append(opts, filesink.WithBulkFormat(l.bulk))

@@ -386,6 +386,28 @@ func testResumeTwice(t *testing.T, e *env) {
 	e.wantTarget(target1, concat(a, d))
 }
 
+// testResumeReleased is what the file sink does at its open-file limit:
+// persist and close a writer, resume it from that persist and go on
+// writing, several times; the part holds every byte once.
+func testResumeReleased(t *testing.T, e *env) {
+	a, b, c := pattern(1, 300), pattern(2, 7), pattern(3, 1000)
+	w := e.open(target1)
+	e.write(w, a)
+	r := e.persist(w)
+	e.close(w)
+	w = e.resume(r, int64(len(a)))
+	e.write(w, b)
+	r = e.persist(w)
+	e.close(w)
+	w = e.resume(r, int64(len(a)+len(b)))
+	r = e.persist(w) // released again without a write
+	e.close(w)
+	w = e.resume(r, int64(len(a)+len(b)))
+	e.write(w, c)
+	e.commit(e.closeForCommit(w))
+	e.wantTarget(target1, concat(a, b, c))
+}
+
 func testResumeStagingShorter(t *testing.T, e *env) {
 	tm := e.tamper()
 	w := e.open(target1)

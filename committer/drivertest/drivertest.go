@@ -125,6 +125,7 @@ var cases = []testCase{
 	{"Resume/StagingMissing", testResumeStagingMissing},
 	{"Resume/Malformed", testResumeMalformed},
 	{"Resume/FromPersistAsync", testPersistAsync},
+	{"Resume/ReleasedAndResumedAgain", testResumeReleased},
 
 	// Sweep.
 	{"Sweep/OnlyOrphansOfNamespace", testSweep},

@@ -78,6 +78,7 @@ type e2e struct {
 	endpoint string // MinIO, or a fault proxy in front of it
 	n        int    // records
 	retryer  func() aws.Retryer
+	opts     []filesink.Option // more options of the writer
 	backend  *s3sink.Backend
 	store    *s3sink.Store
 }
@@ -118,7 +119,7 @@ func (e *e2e) process(crashAt int) (restoredAt int, err error) {
 		e.t.Fatal(err)
 	}
 	e.store = s3sink.MustNewStore(e.t, client, e.bucket, "out/_filesink")
-	w, err := filesink.New(e.backend, 0, filesink.WithAssigner(bucketing.Field("k")))
+	w, err := filesink.New(e.backend, 0, append([]filesink.Option{filesink.WithAssigner(bucketing.Field("k"))}, e.opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -267,6 +268,30 @@ func TestFileSinkEndToEnd(t *testing.T) {
 	if files := e.verify(); files < 6 {
 		t.Errorf("%d files: want at least 6 (3 buckets, rolled on the part limit)", files)
 	}
+}
+
+// TestFileSinkOpenLimit is TestFileSinkEndToEnd with one open part file
+// for the 3 buckets: every part is released (persisted: a tail object or a
+// part; its spill file closed) and resumed from the store again and again,
+// across two crashes and the sweeps every 10 checkpoints, which must keep
+// the tail objects a released or resumed part still needs.
+func TestFileSinkOpenLimit(t *testing.T) {
+	srv := s3sink.RequireMinioForTest(t)
+	e := newE2E(t, srv.Endpoint(), srv)
+	e.n = 12000
+	e.opts = []filesink.Option{filesink.WithMaxOpenParts(1), filesink.WithBufferBudget(1 << 20)}
+	for _, step := range []struct{ crashAt, restoredAt int }{
+		{5000, 0}, {9700, 4500}, {-1, 9000}, {e.n, e.n},
+	} {
+		got, err := e.process(step.crashAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != step.restoredAt {
+			t.Fatalf("process restored at %d, want %d", got, step.restoredAt)
+		}
+	}
+	e.verify()
 }
 
 // TestFileSinkFaults runs the same job through a fault proxy: 503 SlowDown

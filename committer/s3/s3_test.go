@@ -1125,6 +1125,34 @@ func TestTailPolicy(t *testing.T) {
 	}
 }
 
+// TestTailPolicyAcrossResumes: a writer closed and resumed after every
+// persist (the file sink's open-file limit releases parts so) keeps its
+// resumables within maxTailObjects, and the last one resumes to every
+// byte.
+func TestTailPolicyAcrossResumes(t *testing.T) {
+	h, b := setup(t)
+	w := open(t, b, "policy/part-0-r1-2.txt")
+	var all []byte
+	maxSeen := 0
+	for i := range 120 {
+		chunk := pattern(10+i, 1000+i)
+		write(t, w, chunk)
+		all = append(all, chunk...)
+		r, rec := persist(t, w)
+		maxSeen = max(maxSeen, len(rec.Tail))
+		w.Close()
+		w = resume(t, b, r, int64(len(all)))
+	}
+	p, _ := closeForCommit(t, w)
+	if err := b.Commit(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	h.wantTarget(t, "policy/part-0-r1-2.txt", all)
+	if maxSeen > maxTailObjects {
+		t.Fatalf("a resumable listed %d tail objects, limit %d", maxSeen, maxTailObjects)
+	}
+}
+
 // TestOpenExistingLeavesNoMarker: Open writes the upload marker while it
 // checks that the target does not exist; when the target exists, the Open
 // fails with ErrAlreadyExists and the marker it wrote is deleted again.

@@ -659,7 +659,11 @@ func (w *writer) loadTail(ctx context.Context, r record) error {
 	}
 	w.tail = append([]tailRec(nil), r.Tail...)
 	w.tailBytes = s.n
-	w.merged = len(w.tail)
+	// The resumable does not say which of its objects were merges: count
+	// at most maxMerged as such, so that the next persists merge the
+	// others (a writer released and resumed at every persist would
+	// otherwise only ever add deltas, past maxTailObjects).
+	w.merged = min(len(w.tail), maxMerged)
 	return nil
 }
 

@@ -42,6 +42,9 @@ type Job struct {
 	// Check reads its files by extension: FakeBulkExt, or a FileReader
 	// given to it.
 	Bulk filesink.BulkFormat
+	// MaxOpenParts is each writer's limit of open part files
+	// (WithMaxOpenParts; 0: the default).
+	MaxOpenParts int
 }
 
 // Run runs j on fsys until the end of input (nil) or the first error.
@@ -79,6 +82,9 @@ func (j Job) Run(ctx context.Context, fsys vfs.FS) error {
 		}
 		if j.Bulk != nil {
 			opts = append(opts, filesink.WithBulkFormat(j.Bulk))
+		}
+		if j.MaxOpenParts > 0 {
+			opts = append(opts, filesink.WithMaxOpenParts(j.MaxOpenParts))
 		}
 		w, err := filesink.New(be, i, opts...)
 		if err != nil {
