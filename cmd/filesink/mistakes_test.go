@@ -124,6 +124,20 @@ func TestRefusesLostState(t *testing.T) {
 	mustRun(t, "run", "--source", in, "--sink", out, "--state", st, "--resume-from-output", "--progress", "off")
 	checkExactlyOnce(t, outputLines(t, out), want)
 	verifyDeep(t, out)
+	// rm -rf OUT/_filesink with the default state: the manifests went
+	// too; the files are still found, and the run refused.
+	out2 := filepath.Join(root, "out2")
+	mustRun(t, "run", "--source", in, "--sink", out2, "--progress", "off")
+	if err := os.RemoveAll(filepath.Join(out2, "_filesink")); err != nil {
+		t.Fatal(err)
+	}
+	before2 := snapshot(t, out2)
+	r = cli(t, "run", "--source", in, "--sink", out2, "--progress", "off")
+	oneLineErr(t, "rm -rf OUT/_filesink", r, "holds no checkpoint", "files no manifest lists")
+	if d := diffSnapshots(before2, snapshot(t, out2)); d != "" {
+		t.Errorf("the refused run changed the output: %s", d)
+	}
+	checkExactlyOnce(t, outputLines(t, out2), want)
 	// --resume-from-output with a state that holds checkpoints is refused.
 	r = cli(t, "run", "--source", in, "--sink", out, "--state", st, "--resume-from-output", "--progress", "off")
 	oneLineErr(t, "resume with a state", r, "not lost")
