@@ -152,6 +152,11 @@ type Config struct {
 	// holds, so that nothing is lost or published twice.
 	Output, DeadLetter driver.Output
 	ResumeFromOutput   bool
+	// EarlyPublish tells Run that the file sinks publish parts before
+	// their checkpoint (at-least-once): files no manifest lists are then
+	// expected after a crash, and only manifests make an output hold
+	// published data.
+	EarlyPublish bool
 }
 
 // Progress is a snapshot of a job's totals.

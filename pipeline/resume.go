@@ -77,7 +77,7 @@ func (r *runner) checkStart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the output: %w", err)
 	}
-	if pub.Empty() {
+	if pub.Empty() || cfg.EarlyPublish && pub.Manifests == 0 {
 		return nil
 	}
 	if !cfg.ResumeFromOutput {

@@ -156,6 +156,7 @@ func (f *runFlags) startChecks(j *job, spec *pipeline.Job) error {
 		j.cfg.AllowChange = strings.Split(f.allowChange, ",")
 	}
 	if j.target != nil {
+		j.cfg.EarlyPublish = spec.PublishOnRoll()
 		j.cfg.Output = j.target.backend
 		if j.target.dead != nil {
 			j.cfg.DeadLetter = j.target.dead

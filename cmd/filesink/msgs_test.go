@@ -213,6 +213,8 @@ var enumFlags = map[string]struct {
 	"progress":            {nil, "auto, on or off"},
 	"guarantee":           {nil, "exactly-once, at-least-once or at-most-once"},
 	"mysql-mode":          {[]string{"--sink", "mysql://u@tcp(127.0.0.1:1)/db", "--mysql-table", "t"}, "insert, upsert or increment"},
+	"invalid-utf8":        {nil, "reject or replace"},
+	"unknown-fields":      {[]string{"--format", "parquet"}, "reject or drop"},
 	"s3-integrity":        {[]string{"--sink", "s3://bucket/p"}, "default or fast"},
 	"s3-sse":              {[]string{"--sink", "s3://bucket/p"}, "AES256 or aws:kms"},
 	"parquet-compression": {[]string{"--format", "parquet"}, "snappy, zstd, gzip or none"},
