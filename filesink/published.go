@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"path"
 	"slices"
-	"strings"
 
 	"github.com/filesink/filesink/committer/driver"
 )
@@ -197,10 +195,4 @@ func mergeRanges(rs []numRange) []numRange {
 		out = append(out, r)
 	}
 	return out
-}
-
-// PartFile reports whether target (a path as driver.Output.ListFiles
-// gives it) is named as the part files of the writers with prefix are.
-func PartFile(target, prefix string) bool {
-	return strings.HasPrefix(path.Base(target), prefix+"-")
 }

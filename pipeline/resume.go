@@ -53,7 +53,7 @@ func (r *runner) checkStart(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(rec.Changed) > 0 && rec.Identity == *cfg.Identity {
+		if len(rec.Changed) > 0 {
 			cfg.Logger.Info("job record", "version", rec.Version, "changed", rec.Changed, "state", cfg.Store.Location())
 		}
 	}

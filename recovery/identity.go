@@ -38,13 +38,10 @@ type Identity struct {
 	Bucketing string `json:"bucketing,omitempty"`
 }
 
-// IdentityFields are the names of Identity's fields, as AllowChange and
-// IdentityError use them.
-var identityFields = []string{"source", "sink", "format", "schema", "bucketing"}
-
-// IdentityFields returns the names of Identity's fields: the values a
-// deliberate change may name (CheckIdentity's allow).
-func IdentityFields() []string { return slices.Clone(identityFields) }
+// IdentityFields returns the names of Identity's fields, in a fixed
+// order: the values a deliberate change may name (CheckIdentity's allow)
+// and IdentityError reports.
+func IdentityFields() []string { return []string{"source", "sink", "format", "schema", "bucketing"} }
 
 func (id Identity) field(name string) string {
 	switch name {
@@ -65,7 +62,7 @@ func (id Identity) field(name string) string {
 // IdentityFields order.
 func (id Identity) Diff(other Identity) []string {
 	var out []string
-	for _, f := range identityFields {
+	for _, f := range IdentityFields() {
 		if id.field(f) != other.field(f) {
 			out = append(out, f)
 		}
@@ -189,9 +186,10 @@ func (e *IdentityError) Is(target error) bool { return target == ErrIdentity }
 // another process is read and compared again. A nil error guarantees that
 // the returned record is durable in s and has identity id.
 func CheckIdentity(ctx context.Context, s Store, id Identity, allow []string) (*JobRecord, error) {
+	fields := IdentityFields()
 	for _, a := range allow {
-		if !slices.Contains(identityFields, a) {
-			return nil, fmt.Errorf("allow change: unknown field %q (one of %s)", a, strings.Join(identityFields, ", "))
+		if !slices.Contains(fields, a) {
+			return nil, fmt.Errorf("allow change: unknown field %q (one of %s)", a, strings.Join(fields, ", "))
 		}
 	}
 	for attempt := 0; ; attempt++ {
