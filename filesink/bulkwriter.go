@@ -280,7 +280,7 @@ func (w *Writer) afterBulk(ctx context.Context, b *bucket) error {
 			return err
 		}
 	}
-	if w.usage() > w.budget {
+	if w.usage() > w.limit() {
 		return w.relieve(ctx)
 	}
 	return nil
@@ -315,7 +315,7 @@ func (w *Writer) relieve(ctx context.Context) error {
 			return err
 		}
 	}
-	if w.usage() > w.budget {
+	if w.usage() > w.limit() {
 		return w.shrink(ctx)
 	}
 	return nil
@@ -338,7 +338,7 @@ func (w *Writer) shrinkBulk(ctx context.Context) error {
 		return cmp.Compare(x.key.path, y.key.path)
 	})
 	for _, b := range bs {
-		if w.usage() <= w.budget/4*3 {
+		if w.usage() <= w.limit()/4*3 {
 			break
 		}
 		if b.part == nil || b.part.bulk == nil {

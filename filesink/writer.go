@@ -58,6 +58,7 @@ type config struct {
 	prefix string
 	suffix *string
 	budget int64
+	pool   *BudgetPool // WithBudgetPool: budget is a share of it
 	now    func() time.Time
 	log    *slog.Logger
 	runID  string
@@ -123,6 +124,25 @@ func WithSuffix(s string) Option { return optionFunc(func(c *config) { c.suffix 
 // writer (default DefaultBufferBudget).
 func WithBufferBudget(n int64) Option { return optionFunc(func(c *config) { c.budget = n }) }
 
+// WithBudgetPool makes the Writer's buffer budget an equal share of p,
+// shared with the other Writers of p (WithBufferBudget then does not
+// apply). The share changes as Writers are made and closed.
+func WithBudgetPool(p *BudgetPool) Option { return optionFunc(func(c *config) { c.pool = p }) }
+
+// BudgetPool is one buffer budget for several Writers, such as the lanes
+// of a process in group mode: each open Writer of the pool gets an equal
+// share of it (at least the minimum budget), so their total stays within
+// the pool however many lanes the process runs. Safe for concurrent use.
+type BudgetPool struct {
+	total   int64
+	writers atomic.Int64
+}
+
+// NewBudgetPool returns a pool of total bytes.
+func NewBudgetPool(total int64) *BudgetPool { return &BudgetPool{total: total} }
+
+func (p *BudgetPool) share() int64 { return max(p.total/max(p.writers.Load(), 1), minFlush) }
+
 // WithClock sets the processing-time clock (default time.Now).
 func WithClock(now func() time.Time) Option { return optionFunc(func(c *config) { c.now = now }) }
 
@@ -184,6 +204,8 @@ type Writer struct {
 	// forgotten): most inputs write many records in a row to one bucket,
 	// and the map lookup was a tenth of the sink's own time per record.
 	last *bucket
+
+	poolOnce sync.Once // Close leaves the budget pool once
 
 	config
 	backend driver.Backend
@@ -383,6 +405,9 @@ func New(backend driver.Backend, subtask int, opts ...Option) (*Writer, error) {
 	}
 	if w.suffix != nil {
 		w.ext = *w.suffix
+	}
+	if w.pool != nil {
+		w.pool.writers.Add(1)
 	}
 	return w, nil
 }
@@ -658,10 +683,18 @@ func (w *Writer) afterAppend(ctx context.Context, b *bucket) error {
 			return err
 		}
 	}
-	if w.usage() > w.budget {
+	if w.usage() > w.limit() {
 		return w.relieve(ctx)
 	}
 	return nil
+}
+
+// limit is the buffer budget now: its share of the pool, or its own.
+func (w *Writer) limit() int64 {
+	if w.pool != nil {
+		return w.pool.share()
+	}
+	return w.budget
 }
 
 // usage is the memory held for records: bucket and spare buffers, and
@@ -693,7 +726,7 @@ func (w *Writer) release(b *bucket) {
 // budget.
 func (w *Writer) flushSize() int {
 	// 3/4 of the budget for the buckets, the rest for buffers in flight.
-	return int(min(max(w.budget/4*3/int64(len(w.buckets)+1), minFlush), maxFlush))
+	return int(min(max(w.limit()/4*3/int64(len(w.buckets)+1), minFlush), maxFlush))
 }
 
 // shrink writes out and releases the largest buffers until the total is
@@ -711,7 +744,7 @@ func (w *Writer) shrink(ctx context.Context) error {
 		}
 	}
 	drop()
-	if w.usage() <= w.budget {
+	if w.usage() <= w.limit() {
 		return nil
 	}
 	bs := make([]*bucket, 0, len(w.buckets))
@@ -721,7 +754,7 @@ func (w *Writer) shrink(ctx context.Context) error {
 		}
 	}
 	slices.SortFunc(bs, func(x, y *bucket) int { return cmp.Compare(cap(y.buf), cap(x.buf)) })
-	excess := w.usage() - w.budget*7/8
+	excess := w.usage() - w.limit()*7/8
 	for _, b := range bs {
 		if excess <= 0 {
 			break
@@ -734,7 +767,7 @@ func (w *Writer) shrink(ctx context.Context) error {
 			return err
 		}
 	}
-	if w.usage() > w.budget {
+	if w.usage() > w.limit() {
 		// What is left is in flight: wait for it.
 		if err := w.io.wait(); err != nil {
 			return err
@@ -1253,6 +1286,46 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 	return nil
 }
 
+// Referenced returns the staging data that the records in retained
+// reference for the participant named participant (ParticipantName): the
+// in-progress parts of its states and its pending committables, as the
+// values a driver.Backend's Sweep keeps, split by dead letters (true) or
+// not. It does no I/O. A nil error means every reference was read; a
+// record whose state or committable does not decode is an error.
+func Referenced(retained []*recovery.Checkpoint, participant string) (map[bool][]json.RawMessage, error) {
+	keep := map[bool][]json.RawMessage{}
+	addEntry := func(raw json.RawMessage) error {
+		var e entry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return err
+		}
+		keep[e.DeadLetter] = append(keep[e.DeadLetter], e.Part)
+		return nil
+	}
+	for _, c := range retained {
+		for _, p := range c.Participants {
+			if p.Name != participant {
+				continue
+			}
+			if p.State != nil {
+				var st state
+				if err := json.Unmarshal(p.State, &st); err != nil {
+					return nil, fmt.Errorf("filesink: bad state in checkpoint %d: %w", c.ID, err)
+				}
+				for _, e := range st.Parts {
+					keep[e.DeadLetter] = append(keep[e.DeadLetter], e.Part)
+				}
+			}
+			for _, pc := range p.Pending {
+				if err := addEntry(pc.Data); err != nil {
+					return nil, fmt.Errorf("filesink: bad committable in checkpoint %d: %w", c.ID, err)
+				}
+			}
+		}
+	}
+	return keep, nil
+}
+
 // published reports whether target is a finished file of be.
 func published(ctx context.Context, be driver.Backend, target string) bool {
 	r, err := be.OpenFile(ctx, target)
@@ -1283,7 +1356,10 @@ func (w *Writer) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (co
 // kept returns what the sweep must keep: the parts the retained records
 // and the live parts reference, by dead-letter or not.
 func (w *Writer) kept(ctx context.Context, retained []*recovery.Checkpoint) (map[bool][]json.RawMessage, error) {
-	keep := map[bool][]json.RawMessage{}
+	keep, err := Referenced(retained, w.Name())
+	if err != nil {
+		return nil, err
+	}
 	addEntry := func(raw json.RawMessage) error {
 		var e entry
 		if err := json.Unmarshal(raw, &e); err != nil {
@@ -1291,27 +1367,6 @@ func (w *Writer) kept(ctx context.Context, retained []*recovery.Checkpoint) (map
 		}
 		keep[e.DeadLetter] = append(keep[e.DeadLetter], e.Part)
 		return nil
-	}
-	for _, c := range retained {
-		for _, p := range c.Participants {
-			if p.Name != w.Name() {
-				continue
-			}
-			if p.State != nil {
-				var st state
-				if err := json.Unmarshal(p.State, &st); err != nil {
-					return nil, fmt.Errorf("filesink: bad state in checkpoint %d: %w", c.ID, err)
-				}
-				for _, e := range st.Parts {
-					keep[e.DeadLetter] = append(keep[e.DeadLetter], e.Part)
-				}
-			}
-			for _, pc := range p.Pending {
-				if err := addEntry(pc.Data); err != nil {
-					return nil, fmt.Errorf("filesink: bad committable in checkpoint %d: %w", c.ID, err)
-				}
-			}
-		}
 	}
 	// Open bulk parts have no resumable (they are never persisted in
 	// progress): they roll now, to be kept as the next Prepare's
@@ -1371,6 +1426,9 @@ func (w *Writer) kept(ctx context.Context, retained []*recovery.Checkpoint) (map
 // data stays for a later recovery. Records not covered by a decided
 // checkpoint are dropped.
 func (w *Writer) Close() error {
+	if w.pool != nil {
+		w.poolOnce.Do(func() { w.pool.writers.Add(-1) })
+	}
 	first := w.io.stop()
 	w.awaitClosing()
 	w.bg.Wait()

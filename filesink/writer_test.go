@@ -1594,3 +1594,46 @@ func TestSweepEveryFromBackends(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetPool: writers of one pool together stay within it, whatever
+// their number; a writer closed gives its share back.
+func TestBudgetPool(t *testing.T) {
+	const pool = 1 << 20
+	p := filesink.NewBudgetPool(pool)
+	mem := crashfs.New()
+	var ws []*filesink.Writer
+	for i := range 4 {
+		be := localfs.New(mem, fmt.Sprintf("%s/%d", testjob.Out, i))
+		ws = append(ws, newWriter(t, be, 0, filesink.WithBudgetPool(p), filesink.WithBufferBudget(64<<20),
+			filesink.WithAssigner(bucketing.Field("key"))))
+	}
+	total := func() int64 {
+		var n int64
+		for _, w := range ws {
+			n += w.BufferedBytes()
+		}
+		return n
+	}
+	for i := range 40_000 {
+		w := ws[i%len(ws)]
+		mustWrite(t, w, fmt.Appendf(nil, `{"id":%d,"key":"k-%d","pad":"%s"}`, i, i%200, strings.Repeat("p", 60)))
+		if n := total(); n > pool {
+			t.Fatalf("after record %d: the pool's writers buffer %d bytes, pool %d", i, n, pool)
+		}
+	}
+	if err := ws[3].Close(); err != nil {
+		t.Fatal(err)
+	}
+	ws = ws[:3]
+	var peak int64
+	for i := range 30_000 {
+		mustWrite(t, ws[i%3], fmt.Appendf(nil, `{"id":%d,"key":"k-%d","pad":"%s"}`, i, i%200, strings.Repeat("p", 60)))
+		peak = max(peak, ws[i%3].BufferedBytes())
+		if n := total(); n > pool {
+			t.Fatalf("after a writer closed, record %d: %d bytes buffered, pool %d", i, n, pool)
+		}
+	}
+	if peak <= pool/4 {
+		t.Errorf("a writer never used more than a quarter of the pool (peak %d) after one of four closed", peak)
+	}
+}

@@ -74,6 +74,10 @@ const (
 		"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir resume-from-output"
 	// HTTPOnlySettings apply to an HTTP sink only.
 	HTTPOnlySettings = "http-workers http-queue http-batch-records http-batch-bytes http-linger http-timeout http-retries"
+	// GroupOnlySettings apply in group mode (Job.Group) only.
+	GroupOnlySettings = "session-timeout rebalance-timeout"
+	// GroupRefusedSettings do not apply in group mode.
+	GroupRefusedSettings = "parallelism resume-from-output success-file allowed-lateness roll-on-checkpoint rollover inactivity"
 	// KafkaOnlySettings apply to a kafka:// source only.
 	KafkaOnlySettings = "bounded start"
 	// LineSourceOnlySettings apply to the sources that split lines (a
@@ -116,6 +120,11 @@ type Job struct {
 	// (write it to the dead-letter output: files beside the output, a
 	// table for MySQL, exactly once with its checkpoint, and go on).
 	OnBadRecord string
+	// Group, if set, runs the job in group mode: every process started
+	// with the same job joins the Kafka consumer group Group and runs the
+	// partitions the group assigns it (package group). It needs a
+	// kafka:// source, an s3:// sink and an s3:// state (or the default).
+	Group string
 	// MySQL holds the settings of a MySQL sink that Validate checks.
 	MySQL MySQLSpec
 	// HTTP holds the settings of an HTTP sink that Validate checks.
@@ -218,6 +227,9 @@ func (j *Job) Validate() error {
 	if err := j.checkSelfFeeding(); err != nil {
 		return err
 	}
+	if err := j.validateGroup(); err != nil {
+		return err
+	}
 	switch j.OnBadRecord {
 	case "", FailOnBadRecord, SkipBadRecord:
 	default:
@@ -234,6 +246,44 @@ func (j *Job) Validate() error {
 	}
 	_, err = j.MemoryLimitBytes()
 	return err
+}
+
+// validateGroup checks the rules of group mode: a kafka:// source, an S3
+// sink and state (conditional writes fence the lanes), exactly once.
+func (j *Job) validateGroup() error {
+	if j.Group == "" {
+		if name := j.anyGiven(GroupOnlySettings, ""); name != "" {
+			return specErr("--%s applies in group mode (--group NAME) only", name)
+		}
+		return nil
+	}
+	switch {
+	case !strings.HasPrefix(strings.ToLower(j.Source), "kafka://"):
+		return specErr("--group needs a kafka:// source: group mode shares a topic's partitions among processes through a Kafka consumer group, not %s", sourceKind(j.Source))
+	case j.Kind() == MySQLSink || j.Kind() == HTTPSink:
+		return specErr("--group writes to S3 only: a MySQL or HTTP sink has no per-partition commit point that fences a process that lost its partitions")
+	case j.Kind() != S3Sink:
+		return specErr("--group writes to S3 only (--sink s3://BUCKET/PREFIX): a local or shared filesystem offers no conditional write to fence a process that lost its partitions")
+	case j.State != "" && !strings.HasPrefix(j.State, "s3://"):
+		return specErr("--group keeps its state on S3 (--state s3://BUCKET/PREFIX, or the default under the sink): a directory cannot fence a process that lost its partitions")
+	case j.Guarantee != "" && j.Guarantee != ExactlyOnce:
+		return specErr("--group runs exactly-once only, not --guarantee %s", j.Guarantee)
+	}
+	if name := j.anyGiven(GroupRefusedSettings, ""); name != "" {
+		return specErr("--%s does not apply in group mode: each partition is one lane with one writer, and every part rolls at every lane checkpoint", name)
+	}
+	return nil
+}
+
+// sourceKind names the kind of a source URI for messages.
+func sourceKind(uri string) string {
+	if i := strings.Index(uri, "://"); i > 0 {
+		return "a " + uri[:i+3] + " source"
+	}
+	if uri == "-" {
+		return "stdin"
+	}
+	return "a directory"
 }
 
 // checkSource checks the form of the source URI (a kafka:// URI is
