@@ -5,7 +5,7 @@
 // Open a [Source] with [Open] (a [Config] and a position) or parse the CLI
 // form with [ParseURI]:
 //
-//	kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=earliest|latest|TIME&bounded=true&group=G]
+//	kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=earliest|latest|TIME&bounded=true&monitor_group=G]
 //
 // # Exactly-once: offsets live in the checkpoint
 //
