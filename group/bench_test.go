@@ -8,10 +8,10 @@ package group_test
 //     process in today's mode (pipeline.Run, the Kafka source, one file
 //     sink over S3) and once by one process in group mode (group.Run, a
 //     lane per partition), alternating; each reports MB/s of record values
-//     and group/single as ratio-%. The group run goes through the fault
-//     proxy (injecting nothing) to count its S3 requests per lane
-//     checkpoint, from which req/s-1000p-10s is the rate a fleet running
-//     1,000 active partitions at a 10 s interval would make.
+//     and CPU s per op, and group/single as ratio-%. The group run counts
+//     its S3 requests (in the client) per lane checkpoint, from which
+//     req/s-1000p-10s is the rate a fleet running 1,000 active partitions
+//     at a 10 s interval would make.
 //   - BenchmarkGroupHandoff: three members, records produced all along;
 //     each op stops one member (as SIGTERM does) and measures until every
 //     lane it held was decided by a checkpoint of its new owner; the
@@ -29,10 +29,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/filesink/filesink/committer"
@@ -40,7 +42,6 @@ import (
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/group"
 	"github.com/filesink/filesink/internal/testutil/cputime"
-	"github.com/filesink/filesink/internal/testutil/faultproxy"
 	"github.com/filesink/filesink/internal/testutil/kafkatest"
 	"github.com/filesink/filesink/internal/testutil/miniotest"
 	"github.com/filesink/filesink/pipeline"
@@ -169,16 +170,25 @@ func runSingle(b *testing.B, ctx context.Context, addrs []string, client *s3api.
 	return time.Since(start)
 }
 
-// runGroup runs the topic through one process in group mode, through the
-// fault proxy, and returns how long until its last lane finished, its S3
-// requests and its lane checkpoints.
+// runGroup runs the topic through one process in group mode and returns
+// how long until its last lane finished, its S3 requests (counted by the
+// client, by operation) and its lane checkpoints.
 func runGroup(b *testing.B, ctx context.Context, addrs []string, srv *miniotest.Server) (time.Duration, int64, int64) {
-	proxy := faultproxy.New(b, srv.Endpoint())
-	e := &env{client: srv.ClientAt(b, proxy.URL()), bucket: srv.NewBucket(b), addrs: addrs, parts: partitions,
+	var ops sync.Map // operation name -> *atomic.Int64
+	count := func(o *s3api.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("count", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				n, _ := ops.LoadOrStore(middleware.GetOperationName(ctx), new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+				return next.HandleInitialize(ctx, in)
+			}), middleware.After)
+		})
+	}
+	e := &env{client: srv.Client(b, count), bucket: srv.NewBucket(b), addrs: addrs, parts: partitions,
 		want: map[string]int{}, next: map[int32]int{}, end: map[int32]int64{}, offsets: map[int32][]int64{}, epochs: map[kafka.LaneID][]uint64{}}
 	e.t = b
 	var mu sync.Mutex
-	var last time.Time
+	var first, last time.Time
 	cfg := e.config(nil, true)
 	cfg.Pipeline.CheckpointInterval = benchInterval()
 	cfg.NewSinks = func(_ context.Context, l group.Lane) ([]pipeline.Sink, error) {
@@ -188,7 +198,6 @@ func runGroup(b *testing.B, ctx context.Context, addrs []string, srv *miniotest.
 		}
 		return []pipeline.Sink{w}, nil
 	}
-	var first time.Time
 	cfg.Events.Stopped = func(kafka.LaneID) {
 		mu.Lock()
 		last = time.Now()
@@ -210,13 +219,13 @@ func runGroup(b *testing.B, ctx context.Context, addrs []string, srv *miniotest.
 	defer mu.Unlock()
 	var reqs int64
 	kinds := map[string]int64{}
-	for _, k := range faultproxy.Kinds() {
-		reqs += proxy.Requests(k)
-		if n := proxy.Requests(k); n > 0 {
-			kinds[k.String()] = n
-		}
-	}
-	b.Logf("group run: first takeover after %v, last lane done after %v; %d lane checkpoints, S3 requests by kind: %v",
+	ops.Range(func(k, v any) bool {
+		n := v.(*atomic.Int64).Load()
+		kinds[k.(string)] = n
+		reqs += n
+		return true
+	})
+	b.Logf("group run: first takeover after %v, last lane done after %v; %d lane checkpoints, S3 requests by operation: %v",
 		first.Sub(start), last.Sub(start), res.Checkpoints, kinds)
 	return last.Sub(start), reqs, int64(res.Checkpoints)
 }

@@ -212,7 +212,7 @@ func (g *Group) offerAll(l *LaneSource, recs []*kgo.Record) bool {
 			l.stash = nil
 			return true
 		}
-		if !l.offer(r) {
+		if !l.offer(r) && !l.awaitRoom(r) {
 			if l.stash == nil {
 				g.cl.PauseFetchPartitions(map[string][]int32{l.id.Topic: {l.id.Partition}})
 			}
@@ -389,6 +389,26 @@ func (l *LaneSource) offer(r *kgo.Record) bool {
 		l.bytes.Add(-n)
 		return false
 	}
+}
+
+// laneWait is how long Run waits for a full lane to take half of what it
+// holds before it pauses the lane's partition. Waiting keeps franz-go's
+// fetched data (no poll, no new fetch) where a pause would discard what
+// it holds for the partition, to fetch it again; not waiting longer keeps
+// a stuck lane from holding up the others and the rebalances.
+const laneWait = 250 * time.Millisecond
+
+// awaitRoom waits up to laneWait for the lane to drain to half, then
+// offers r again; it reports whether the lane took r.
+func (l *LaneSource) awaitRoom(r *kgo.Record) bool {
+	deadline := time.Now().Add(laneWait)
+	for time.Now().Before(deadline) && l.live() {
+		time.Sleep(time.Millisecond)
+		if len(l.ch) <= cap(l.ch)/2 && l.bytes.Load() <= l.maxBytes/2 {
+			return l.offer(r)
+		}
+	}
+	return false
 }
 
 // took accounts for a record Next took from the queue.
