@@ -309,7 +309,7 @@ func (h *handoffs) start(ctx context.Context, e *env, k int) *member {
 			delete(h.owned[k], id)
 			h.mu.Unlock()
 		}
-		cfg.Events.Committed = func(id kafka.LaneID, _ int64) {
+		cfg.Events.Committed = func(id kafka.LaneID, _, _ int64) {
 			h.mu.Lock()
 			h.decided[id] = append(h.decided[id], laneEvent{member: k, at: time.Now()})
 			h.mu.Unlock()

@@ -174,6 +174,9 @@ func (g *Group) dispatch(fs kgo.Fetches) {
 				if l == nil {
 					continue // not held: dropped
 				}
+				if fp.HighWatermark > 0 {
+					l.hwm.Store(fp.HighWatermark)
+				}
 				g.deliver(l, id, fp.Records)
 				if fp.Err != nil {
 					l.fail(l.fetchErr(fp.Err, g.v.Brokers))
@@ -284,7 +287,8 @@ type LaneSource struct {
 	ch       chan *kgo.Record
 	bytes    atomic.Int64 // bytes of the values in ch
 	maxBytes int64
-	full     atomic.Bool // the partition is paused until Next drains ch
+	full     atomic.Bool  // the partition is paused until Next drains ch
+	hwm      atomic.Int64 // the partition's high watermark in the newest fetch
 
 	// Run's goroutine only.
 	stash    []*kgo.Record // paused for being full: records held back, in order (Run's goroutine)
@@ -542,6 +546,11 @@ func (l *LaneSource) Position() (json.RawMessage, error) {
 
 // Replayable implements source.Source: it returns true.
 func (l *LaneSource) Replayable() bool { return true }
+
+// HighWatermark returns the partition's high watermark (the offset after
+// its last record) in the newest fetch, 0 before one. Safe for concurrent
+// use.
+func (l *LaneSource) HighWatermark() int64 { return l.hwm.Load() }
 
 // ValuesRetained implements source.Retained: a record's value is the
 // fetch's memory, never reused.
