@@ -171,6 +171,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		err = perr
 	}
 	r.stopAll(false)
+	r.sweeps.Wait()
 	return r.result(), err
 }
 
@@ -223,8 +224,9 @@ type runner struct {
 	runID string
 	fatal chan error // capacity 1: the first lane error that ends the run
 
-	mu    sync.Mutex
-	lanes map[kafka.LaneID]*lane
+	mu     sync.Mutex
+	lanes  map[kafka.LaneID]*lane
+	sweeps sync.WaitGroup // sweeps of finished lanes
 
 	runs, records, fenced, released atomic.Int64
 	checkpoints                     atomic.Uint64

@@ -139,7 +139,17 @@ func (r *runner) takeOver(ctx context.Context, id kafka.LaneID, owner s3.LaneOwn
 		return nil, false
 	}
 	if head.Done {
+		// Nothing to read; what crashed or paused owners left is swept,
+		// as at every takeover.
 		r.cfg.Logger.Info("lane finished earlier: nothing to read", "lane", id.String(), "epoch", head.Epoch)
+		l := &lane{Lane: Lane{ID: id, Epoch: head.Epoch, Name: LaneName(r.cfg.Prefix, id)}}
+		r.sweeps.Add(1)
+		go func() {
+			defer r.sweeps.Done()
+			if err := r.sweepOlder(context.WithoutCancel(ctx), l, head); err != nil {
+				r.cfg.Logger.Warn("sweeping a finished lane's older staging (the next takeover sweeps it)", "lane", id.String(), "err", err)
+			}
+		}()
 		return nil, false
 	}
 	if head.Checkpoint == nil || len(head.Checkpoint.Source) == 0 {
@@ -268,7 +278,7 @@ func (r *runner) committed(ctx context.Context, l *lane, id uint64) {
 // stops the lane alone; anything else ends the process's run.
 func (r *runner) laneFailed(ctx context.Context, l *lane, err error) {
 	switch {
-	case errors.Is(err, s3.ErrFenced):
+	case errors.Is(err, s3.ErrFenced) || ctx.Err() == nil && r.movedOn(ctx, l):
 		r.fenced.Add(1)
 		r.cfg.Logger.Warn("lane fenced: another process took it over; this process publishes nothing more of it",
 			"lane", l.ID.String(), "epoch", l.Epoch, "err", err)
@@ -281,6 +291,14 @@ func (r *runner) laneFailed(ctx context.Context, l *lane, err error) {
 	default:
 		r.fail(err)
 	}
+}
+
+// movedOn reports whether another process has taken lane l over: a run
+// that failed then (its staging swept by the new owner, say) is a fenced
+// lane, not a failure of this process. An unreadable state is not proof.
+func (r *runner) movedOn(ctx context.Context, l *lane) bool {
+	head, _, err := s3.ReadLane(ctx, r.cfg.State, l.ID.Topic, l.ID.Partition)
+	return err == nil && head != nil && head.Epoch > l.Epoch
 }
 
 // sweepOlder deletes the staging data of older owner epochs of the lane
