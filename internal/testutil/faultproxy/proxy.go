@@ -111,6 +111,9 @@ type Proxy struct {
 	nextID   RuleID
 	requests [numKinds]int64
 	faults   [numKinds][numActions]int64
+	statuses [numKinds]map[int]int64 // upstream replies by status
+	replies  []Reply                 // the audit log of object writes
+	seq      int64                   // of the last Reply
 }
 
 // EnvSeed names the environment variable that fixes the seed of New.
@@ -160,6 +163,9 @@ func NewSeeded(t testing.TB, upstream string, seed uint64) *Proxy {
 			pr.Out.URL.Host = u.Host
 		},
 		Transport: tr,
+		ModifyResponse: func(resp *http.Response) error {
+			return p.record(resp.Request, resp, false)
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			// MinIO down (killed by a test) or the client went away.
 			w.WriteHeader(http.StatusBadGateway)
@@ -299,13 +305,14 @@ func (p *Proxy) TotalInjected() int64 {
 	return n
 }
 
-// ResetCounts sets every request and fault count to zero (not the rules'
-// Fired counts).
+// ResetCounts sets every request, fault and status count to zero (not
+// the rules' Fired counts, nor the log of Replies).
 func (p *Proxy) ResetCounts() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests = [numKinds]int64{}
 	p.faults = [numKinds][numActions]int64{}
+	p.statuses = [numKinds]map[int]int64{}
 }
 
 // Stats returns the counts as a table, one line per kind seen: requests,
@@ -390,7 +397,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // forward sends r to the upstream and reads the whole reply (so MinIO has
-// finished the operation), discarding it.
+// finished the operation), recording and discarding it.
 func (p *Proxy) forward(r *http.Request) {
 	// Detached from the client: the reset must not cancel the operation.
 	out := r.Clone(context.WithoutCancel(r.Context()))
@@ -405,6 +412,7 @@ func (p *Proxy) forward(r *http.Request) {
 	if err != nil {
 		return
 	}
+	_ = p.record(r, resp, true)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 }
