@@ -244,6 +244,9 @@ func manifestName(id uint64, writer string) string {
 // methods.
 func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committables []json.RawMessage) error {
 	m := Manifest{Version: ManifestVersion, Checkpoint: id, Writer: strings.TrimSuffix(w.namespace(), "-")}
+	if w.manifestWriter != "" {
+		m.Writer = w.manifestWriter
+	}
 	for _, c := range committables {
 		var e entry
 		if err := json.Unmarshal(c, &e); err != nil {

@@ -56,13 +56,15 @@ type config struct {
 	assign bucketing.Assigner
 	policy RollingPolicy
 	prefix string
-	suffix *string
-	budget int64
-	pool   *BudgetPool // WithBudgetPool: budget is a share of it
-	now    func() time.Time
-	log    *slog.Logger
-	runID  string
-	dense  *int64 // WithDenseOrigins
+	// manifestWriter: WithManifestWriter, else the namespace.
+	manifestWriter string
+	suffix         *string
+	budget         int64
+	pool           *BudgetPool // WithBudgetPool: budget is a share of it
+	now            func() time.Time
+	log            *slog.Logger
+	runID          string
+	dense          *int64 // WithDenseOrigins
 	// publishOnRoll: WithPublishOnRoll.
 	publishOnRoll bool
 	// maxOpen: WithMaxOpenParts (maxOpenSet), else DefaultMaxOpenParts.
@@ -115,6 +117,16 @@ func WithRollingPolicy(p RollingPolicy) Option { return optionFunc(func(c *confi
 // an output directory must use prefixes where neither is a prefix of the
 // other.
 func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
+
+// WithManifestWriter names the writer in its commit manifests (and their
+// file names, "CHECKPOINT-NAME.json") name instead of "PREFIX-SUBTASK".
+// Writers that take turns on one chain of checkpoints, such as the owners
+// of a group-mode lane, whose part prefixes differ by owner epoch, share
+// a name, so that a checkpoint published by two of them (a new owner
+// publishing what a paused one decided) has one manifest.
+func WithManifestWriter(name string) Option {
+	return optionFunc(func(c *config) { c.manifestWriter = name })
+}
 
 // WithSuffix overrides the part file suffix (default: the format's extension
 // plus the compression's).

@@ -29,9 +29,18 @@ type LostStateError struct {
 	Manifests int
 	Files     int // files the manifests list
 	Unlisted  int // visible files no manifest lists
+	// Group: the job runs in group mode, which cannot rebuild a lost
+	// state from the output.
+	Group bool
 }
 
 func (e *LostStateError) Error() string {
+	if e.Group {
+		return fmt.Sprintf("state %s holds no lane, but output %s already holds %d commit manifests listing %d files (and %d files no manifest lists): "+
+			"a run from the beginning would publish their records again; if this job's state is elsewhere pass it with --state; "+
+			"group mode cannot rebuild a lost state from the output: to start over, use an empty --sink",
+			e.State, e.Output, e.Manifests, e.Files, e.Unlisted)
+	}
 	return fmt.Sprintf("state %s holds no checkpoint, but output %s already holds %d commit manifests listing %d files (and %d files no manifest lists): "+
 		"a run from the beginning would publish their records again; if this job's state is elsewhere pass it with --state, "+
 		"if it was lost run with --resume-from-output, if this is a new job use an empty --sink",

@@ -18,6 +18,8 @@
 //	                                              state location; any prefix works)
 //	_filesink/LEASE                               the lease of the run that holds the
 //	                                              state (Store.Acquire)
+//	_filesink/lanes/<topic>/<partition>/HEAD      group mode: a lane's owner epoch and
+//	                                              newest checkpoint (LaneStore)
 //
 // The multipart upload of target DIR/NAME is created on its final key, so
 // nothing is visible under that key before CompleteMultipartUpload. Staging
@@ -181,10 +183,18 @@
 // record it writes, the holder checks that its last renewal started less
 // than two thirds of the TTL ago and bounds the write by that; a lease
 // found taken over fences the store (ErrLeaseLost). The exclusion assumes
-// bounded clock rates and network delays, not synchronized clocks; a
-// fencing token checked by the store itself (epoch fencing of a per-lane
-// HEAD object) will replace it when a job scales out to several
-// processes.
+// bounded clock rates and network delays, not synchronized clocks.
+//
+// In group mode (a job's partitions shared by several processes) the
+// store itself fences instead: each lane (topic partition) has a HEAD
+// object, PREFIX/lanes/<topic>/<partition>/HEAD, holding its owner epoch
+// and its newest checkpoint record, written only with If-None-Match: * or
+// If-Match on the ETag last written, its seq one higher at every write (no
+// two versions share bytes or an ETag). LaneStore.Acquire takes a lane
+// over (epoch+1, refused to an older group generation); a write whose
+// outcome is unknown is resolved by reading the HEAD back, and another
+// owner's version fences the store (ErrFenced). LaneStore needs no lease.
+// SweepEpochs removes the staging data of a lane's older epochs.
 //
 // # Cleanup
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,12 +25,18 @@ type stagingSet struct {
 	tails  []string // keys
 }
 
-// staging lists the staging objects of targets whose base name starts with
-// namespace ("" for all), by target; with uploads set, targets that have a
-// multipart upload under the prefix (as ListMultipartUploads with a prefix
-// reports them: AWS does, MinIO lists only uploads of an exact key, which
-// the markers name) are added with an empty set.
-func (b *Backend) staging(ctx context.Context, namespace string, uploads bool) (map[string]*stagingSet, []string, error) {
+// inNamespace matches the base names of part files that start with
+// namespace ("" matches all).
+func inNamespace(namespace string) func(base string) bool {
+	return func(base string) bool { return strings.HasPrefix(base, namespace) }
+}
+
+// staging lists the staging objects of targets whose base name match
+// accepts, by target; with uploads set, targets that have a multipart
+// upload under the prefix (as ListMultipartUploads with a prefix reports
+// them: AWS does, MinIO lists only uploads of an exact key, which the
+// markers name) are added with an empty set.
+func (b *Backend) staging(ctx context.Context, match func(base string) bool, uploads bool) (map[string]*stagingSet, []string, error) {
 	sets := map[string]*stagingSet{}
 	var unknown []string
 	get := func(target string) *stagingSet {
@@ -47,7 +54,7 @@ func (b *Backend) staging(ctx context.Context, namespace string, uploads bool) (
 			unknown = append(unknown, key)
 			return nil
 		}
-		if !strings.HasPrefix(path.Base(target), namespace) {
+		if !match(path.Base(target)) {
 			return nil
 		}
 		s := get(target)
@@ -68,7 +75,7 @@ func (b *Backend) staging(ctx context.Context, namespace string, uploads bool) (
 		}
 		err := b.listUploads(ctx, prefix, func(u s3types.MultipartUpload) error {
 			rel, ok := strings.CutPrefix(aws.ToString(u.Key), prefix)
-			if ok && checkTarget(rel) == nil && strings.HasPrefix(path.Base(rel), namespace) {
+			if ok && checkTarget(rel) == nil && match(path.Base(rel)) {
 				get(rel)
 			}
 			return nil
@@ -137,6 +144,47 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return b.sweep(ctx, inNamespace(namespace), keep, "namespace", namespace)
+}
+
+// SweepEpochs is Sweep for the part files of the older owner epochs of a
+// lane (group mode): those whose base name is "<lane>-e<N>-..." with N, a
+// decimal number, below below, where lane is "<prefix>-<topic>.<partition>"
+// (the file sink's name prefix of the lane without its epoch). It aborts
+// their multipart uploads and deletes their tail objects and markers that
+// no entry of keep references; nothing of epoch below or later, of another
+// lane, another sink, and no finished object is touched. It counts what it
+// aborts and deletes, as Sweep does. An empty lane, or one with a '/', is
+// an error.
+func (b *Backend) SweepEpochs(ctx context.Context, lane string, below uint64, keep []json.RawMessage) (map[string]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if lane == "" || strings.Contains(lane, "/") {
+		return nil, fmt.Errorf("s3: sweep epochs of lane %q: not a part name prefix", lane)
+	}
+	return b.sweep(ctx, olderEpoch(lane, below), keep, "lane", lane, "below_epoch", below)
+}
+
+// olderEpoch matches the base names "<lane>-e<N>-..." with N < below.
+func olderEpoch(lane string, below uint64) func(base string) bool {
+	return func(base string) bool {
+		rest, ok := strings.CutPrefix(base, lane+"-e")
+		if !ok {
+			return false
+		}
+		digits, _, ok := strings.Cut(rest, "-")
+		if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+			return false
+		}
+		n, err := strconv.ParseUint(digits, 10, 64)
+		return err == nil && n < below
+	}
+}
+
+// sweep is Sweep for the part files whose base name match accepts; logArgs
+// name them in the log.
+func (b *Backend) sweep(ctx context.Context, match func(base string) bool, keep []json.RawMessage, logArgs ...any) (map[string]int64, error) {
 	keptUploads := map[string]bool{}
 	keptTargets := map[string]bool{}
 	keptTails := map[string]bool{}
@@ -151,7 +199,7 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 			keptTails[tr.Key] = true
 		}
 	}
-	sets, _, err := b.staging(ctx, namespace, true)
+	sets, _, err := b.staging(ctx, match, true)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +239,7 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 	}
 	swept[driver.SweptStagingObject] = int64(len(tails))
 	if len(tails) > 0 {
-		b.o.log.Info("s3: sweep deleted orphaned staging objects", "namespace", namespace, "objects", len(tails))
+		b.o.log.Info("s3: sweep deleted orphaned staging objects", append(logArgs, "objects", len(tails))...)
 	}
 	return swept, nil
 }
@@ -292,7 +340,7 @@ type Upload struct {
 // resumable or committable needs); the recovery sweep aborts the others.
 // Safe for concurrent use.
 func (b *Backend) ListUploads(ctx context.Context, namespace string) ([]Upload, error) {
-	sets, _, err := b.staging(ctx, namespace, true)
+	sets, _, err := b.staging(ctx, inNamespace(namespace), true)
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +380,7 @@ type TailObject struct {
 // Staged); only the recovery sweep deletes the others. Safe for concurrent
 // use.
 func (b *Backend) ListTails(ctx context.Context, namespace string) ([]TailObject, error) {
-	sets, _, err := b.staging(ctx, namespace, false)
+	sets, _, err := b.staging(ctx, inNamespace(namespace), false)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +450,7 @@ func (b *Backend) Scan(ctx context.Context) (staging, problems []string, err err
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	sets, unknown, err := b.staging(ctx, "", true)
+	sets, unknown, err := b.staging(ctx, inNamespace(""), true)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,7 +4,8 @@
 // resets before the request is forwarded, resets after MinIO has executed
 // it but before the client hears the reply (the in-doubt case, e.g. a
 // CompleteMultipartUpload that happened although the client saw an error),
-// and delays.
+// 409 ConditionalRequestConflict answers (with or without forwarding the
+// request first), and delays.
 //
 // Requests are classified by S3 operation (Classify, path-style addressing)
 // and forwarded unchanged, Host header included, so a client pointed at the

@@ -39,6 +39,15 @@ const (
 	// and then resets the client's connection instead of answering: the
 	// operation happened but the client cannot know (the in-doubt case).
 	ResetAfter
+	// Conflict answers 409 with S3's ConditionalRequestConflict XML error
+	// (another conditional write to the key raced this one); MinIO never
+	// sees the request.
+	Conflict
+	// ConflictAfter forwards the request to MinIO, reads MinIO's whole
+	// reply, and answers 409 ConditionalRequestConflict instead: the write
+	// happened but the client was told it conflicted (an outcome the client
+	// must resolve by reading back).
+	ConflictAfter
 	numActions
 )
 
@@ -48,6 +57,8 @@ var actionNames = [numActions]string{
 	InternalError: "InternalError",
 	ResetBefore:   "ResetBefore",
 	ResetAfter:    "ResetAfter",
+	Conflict:      "Conflict",
+	ConflictAfter: "ConflictAfter",
 }
 
 func (a Action) String() string {
@@ -393,6 +404,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	case ResetAfter:
 		p.forward(r)
 		reset(w)
+	case Conflict, ConflictAfter:
+		if ru.Action == ConflictAfter {
+			p.forward(r)
+		}
+		writeError(w, r, http.StatusConflict, "ConditionalRequestConflict",
+			"A conflicting operation occurred. If using PutObject you can retry the request.", p.reqID.Add(1))
 	}
 }
 

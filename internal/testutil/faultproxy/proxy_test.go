@@ -137,6 +137,7 @@ func TestErrorBodies(t *testing.T) {
 	}{
 		{faultproxy.SlowDown, "SlowDown", 503},
 		{faultproxy.InternalError, "InternalError", 500},
+		{faultproxy.Conflict, "ConditionalRequestConflict", 409},
 	} {
 		p.FailNext(faultproxy.PutObject, tc.action, 1)
 		err := putObject(c, bucket, "k", []byte("data"), noRetry)
@@ -178,6 +179,32 @@ func TestResetBeforeRetried(t *testing.T) {
 	if !errors.As(err, &nf) {
 		t.Fatalf("object written although the request was never forwarded: HeadObject err = %v", err)
 	}
+}
+
+// TestConflict: Conflict never forwards the PUT; ConflictAfter forwards it
+// and still answers 409, so the object is there.
+func TestConflict(t *testing.T) {
+	t.Parallel()
+	bucket, p, c, direct := setup(t)
+	p.FailNext(faultproxy.PutObject, faultproxy.Conflict, 1)
+	if err := putObject(c, bucket, "never", []byte("n"), noRetry); err == nil {
+		t.Fatal("PutObject succeeded through a Conflict")
+	}
+	if _, err := direct.HeadObject(ctx(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("never")}); err == nil {
+		t.Fatal("object written although Conflict never forwards the request")
+	}
+	p.FailNext(faultproxy.PutObject, faultproxy.ConflictAfter, 1)
+	data := []byte("written, but the client was told it conflicted")
+	err := putObject(c, bucket, "k", data, noRetry)
+	var re interface{ HTTPStatusCode() int }
+	if !errors.As(err, &re) || re.HTTPStatusCode() != 409 {
+		t.Fatalf("PutObject through ConflictAfter: err = %v, want HTTP 409", err)
+	}
+	if got := getObject(t, direct, bucket, "k"); !bytes.Equal(got, data) {
+		t.Fatalf("object = %q, want %q", got, data)
+	}
+	wantCount(t, "InjectedAction(PutObject, Conflict)", p.InjectedAction(faultproxy.PutObject, faultproxy.Conflict), 1)
+	wantCount(t, "InjectedAction(PutObject, ConflictAfter)", p.InjectedAction(faultproxy.PutObject, faultproxy.ConflictAfter), 1)
 }
 
 // TestResetAfterPutObject: the request reaches MinIO, the client sees a
