@@ -276,7 +276,7 @@ func TestRunKafkaToFiles(t *testing.T) {
 		want = append(want, vals...)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	args := []string{"run", "--source", "kafka://" + c.Bootstrap() + "/ev?group=monitor", "--bounded", "--start", "earliest",
+	args := []string{"run", "--source", "kafka://" + c.Bootstrap() + "/ev?monitor_group=monitor", "--bounded", "--start", "earliest",
 		"--sink", out, "--checkpoint-interval", "20ms", "--parallelism", "2"}
 	mustRun(t, args...)
 	checkExactlyOnce(t, outputLines(t, out), want)

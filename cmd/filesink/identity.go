@@ -21,6 +21,11 @@ import (
 // fingerprint and the bucketing.
 func (f *runFlags) identity(spec *pipeline.Job) (*recovery.Identity, error) {
 	id := &recovery.Identity{Source: sourceIdentity(f.source)}
+	if spec.Group != "" {
+		// A job in group mode and one process on the same topics are two
+		// jobs: their states must never mix.
+		id.Source += " group=" + spec.Group
+	}
 	switch spec.Kind() {
 	case pipeline.MySQLSink:
 		id.Sink = mysqlIdentity(f.sink, f.mysql.table)

@@ -45,9 +45,10 @@ Sources:
                          (LF or CRLF; empty lines skipped; longest --max-record-size); a file
                          added later that sorts before the checkpoint's file is an error
   gen://?count=N&seed=S  N generated JSON records with a unique "id" (also: size, keys, start, step)
-  kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=earliest|latest|TIME&bounded=true&group=G]
+  kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=earliest|latest|TIME&bounded=true&monitor_group=G]
                          Kafka topics, read_committed; offsets live in the checkpoints (not in a
-                         consumer group: group=G only receives committed offsets, for monitoring);
+                         consumer group: monitor_group=G only receives committed offsets, for
+                         monitoring; to share partitions among processes use --group NAME);
                          --bounded stops at the end offsets seen at the first start; TLS: tls=true,
                          tls_ca=FILE...; SASL: sasl=plain|scram-sha-256|scram-sha-512 with
                          sasl_user=U&sasl_password_file=FILE (a password in the URI shows in ps)
@@ -127,6 +128,7 @@ type runFlags struct {
 	mysql                                                        mysqlFlags
 	http                                                         httpFlags
 	guarantee                                                    string
+	group                                                        groupFlags
 	allowChange                                                  string
 	resumeFromOutput                                             bool
 	config, metricsAddr                                          string
@@ -177,6 +179,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	enumVar(fs, &f.progress, "progress", "auto", "progress line on stderr (`WHEN`): auto (when stderr is a terminal), on or off", "auto", "on", "off")
 	f.bulk.register(fs)
 	f.s3.register(fs, true)
+	f.group.register(fs)
 	f.mysql.register(fs)
 	f.http.register(fs)
 	enumVar(fs, &f.guarantee, "guarantee", "", "delivery `GUARANTEE`: exactly-once (file, s3, mysql sinks: the default), at-least-once (file and s3 sinks: parts published as they roll; http sinks: the default) or at-most-once (http sinks)",
@@ -225,8 +228,8 @@ func (f *runFlags) spec(set map[string]bool) *pipeline.Job {
 		Source: f.source, Sink: f.sink, State: f.state, Guarantee: f.guarantee, Format: f.format,
 		MaxRecordSize: maxRecord, InvalidUTF8: f.invalidUTF8,
 		Parallelism: f.parallelism, Retain: f.retain, OnBadRecord: f.onBad, BufferBudget: budget, MemoryLimit: f.memLimit, Given: set,
-		MaxOpenFiles: f.maxOpenFiles,
-		MySQL:        pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
+		MaxOpenFiles: f.maxOpenFiles, Group: f.group.name,
+		MySQL: pipeline.MySQLSpec{Table: f.mysql.table, Mode: f.mysql.mode, Key: f.mysql.key, BatchRows: f.mysql.batchRows},
 		HTTP: pipeline.HTTPSpec{Workers: f.http.workers, Queue: f.http.queue, BatchRecords: f.http.batchRecords,
 			Linger: f.http.linger, Timeout: f.http.timeout, Retries: f.http.retries},
 	}
@@ -260,6 +263,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	spec := f.spec(set)
 	if err := spec.Validate(); err != nil {
 		return specError(err)
+	}
+	if spec.Group != "" {
+		warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink})
+		return f.runGroup(ctx, spec, set, log, sig)
 	}
 	var job *job
 	switch spec.Kind() {
@@ -664,39 +671,48 @@ func (f *runFlags) encoder(bulkFormat bool) (filesink.Encoder, error) {
 // writers makes the file sink's subtasks.
 func (f *runFlags) writers(j *job, l *layout, log *slog.Logger) error {
 	for i := range f.parallelism {
-		comp, _ := filesink.NewCompression(f.compression)
-		opts := []filesink.Option{
-			filesink.WithAssigner(l.assigner), filesink.WithRollingPolicy(l.policy),
-			filesink.WithPrefix(f.prefix), filesink.WithBufferBudget(max(l.budget/int64(f.parallelism), 1<<20)),
-			filesink.WithLogger(log.With("subtask", i)),
-			filesink.WithMaxOpenParts(pipeline.OpenPartsPerSubtask(f.maxOpenFiles, f.parallelism)),
-		}
-		if l.bulk != nil {
-			opts = append(opts, filesink.WithBulkFormat(l.bulk))
-		} else {
-			opts = append(opts, filesink.WithEncoder(l.enc))
-		}
-		if comp != nil {
-			opts = append(opts, filesink.WithCompression(comp))
-		}
-		if l.deadOK {
-			opts = append(opts, filesink.WithDeadLetter(j.target.dead),
-				filesink.WithBadRecordFunc(pipeline.BadRecordFunc(&j.cfg.Events, filesink.ParticipantName(i))))
-		}
-		if f.guarantee == pipeline.AtLeastOnce {
-			opts = append(opts, filesink.WithPublishOnRoll())
-		}
-		if start, ok := denseOrigins(f.source); ok {
-			opts = append(opts, filesink.WithDenseOrigins(start))
-		}
-		w, err := filesink.New(j.target.backend, i, opts...)
+		w, err := f.newWriter(j, l, i, f.prefix, l.policy, max(l.budget/int64(f.parallelism), 1<<20),
+			pipeline.OpenPartsPerSubtask(f.maxOpenFiles, f.parallelism), log.With("subtask", i))
 		if err != nil {
-			return usageError("run: %v", err)
+			return err
 		}
 		j.writers = append(j.writers, w)
 		j.cfg.Sinks = append(j.cfg.Sinks, w)
 	}
 	return nil
+}
+
+// newWriter makes subtask i of the file sink, naming its parts with prefix.
+func (f *runFlags) newWriter(j *job, l *layout, i int, prefix string, policy filesink.RollingPolicy, budget int64, maxOpen int, log *slog.Logger, extra ...filesink.Option) (*filesink.Writer, error) {
+	comp, _ := filesink.NewCompression(f.compression)
+	opts := []filesink.Option{
+		filesink.WithAssigner(l.assigner), filesink.WithRollingPolicy(policy),
+		filesink.WithPrefix(prefix), filesink.WithBufferBudget(budget),
+		filesink.WithLogger(log), filesink.WithMaxOpenParts(maxOpen),
+	}
+	if l.bulk != nil {
+		opts = append(opts, filesink.WithBulkFormat(l.bulk))
+	} else {
+		opts = append(opts, filesink.WithEncoder(l.enc))
+	}
+	if comp != nil {
+		opts = append(opts, filesink.WithCompression(comp))
+	}
+	if l.deadOK {
+		opts = append(opts, filesink.WithDeadLetter(j.target.dead),
+			filesink.WithBadRecordFunc(pipeline.BadRecordFunc(&j.cfg.Events, filesink.ParticipantName(i))))
+	}
+	if f.guarantee == pipeline.AtLeastOnce {
+		opts = append(opts, filesink.WithPublishOnRoll())
+	}
+	if start, ok := denseOrigins(f.source); ok {
+		opts = append(opts, filesink.WithDenseOrigins(start))
+	}
+	w, err := filesink.New(j.target.backend, i, append(opts, extra...)...)
+	if err != nil {
+		return nil, usageError("run: %v", err)
+	}
+	return w, nil
 }
 
 // markers sets up the partition-complete markers of --success-file.

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"text/tabwriter"
 	"time"
 
+	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source/kafka"
 )
 
 func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -15,7 +19,10 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 Prints the retained checkpoint records, oldest first: id, time, source
 position, and per participant the in-progress parts and the committables
-still pending at that checkpoint. A record that cannot be read (truncated,
+still pending at that checkpoint. For a job in group mode (--group), it
+prints its lanes instead: per topic and partition the owner epoch, the
+newest checkpoint, the next and end offsets, the files pending, whether
+the lane is owned, released or finished, and its last owner. A record that cannot be read (truncated,
 garbage, checksum mismatch, a newer format version) is named on a line of
 its own (on stderr with --json) and skipped; the others are printed, and
 the exit status is then 1.`, stdout)
@@ -37,6 +44,15 @@ the exit status is then 1.`, stdout)
 	if err != nil {
 		return err
 	}
+	if ls, ok := store.(*s3sink.Store); ok && len(recs)+len(bad) == 0 {
+		heads, err := s3sink.ListLanes(ctx, ls)
+		if err != nil {
+			return inCommand("state", err)
+		}
+		if len(heads) > 0 {
+			return printLanes(stdout, heads, *asJSON)
+		}
+	}
 	if len(recs)+len(bad) == 0 {
 		fmt.Fprintf(stdout, "no checkpoint records in %s\n", *dir)
 		return nil
@@ -57,6 +73,55 @@ the exit status is then 1.`, stdout)
 		fmt.Fprintln(report, corruptLine(e))
 	}
 	return exitError{code: 1, msg: fmt.Sprintf("state: %d corrupt checkpoint record(s) in %s (filesink run stops on this state until it is repaired: see the runbook)", len(bad), store.Location())}
+}
+
+// printLanes prints the lanes of a group-mode job: per partition its
+// owner, epoch, offsets and newest checkpoint, as a table or JSON lines.
+func printLanes(stdout io.Writer, heads []*s3sink.LaneHead, asJSON bool) error {
+	if asJSON {
+		for _, h := range heads {
+			b, err := json.Marshal(h)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tEPOCH\tCHECKPOINT\tNEXT\tEND\tPENDING\tSTATUS\tOWNER\tUPDATED")
+	finished := 0
+	for _, h := range heads {
+		id, next, end, pending := uint64(0), "-", "-", 0
+		if c := h.Checkpoint; c != nil {
+			id = c.ID
+			if _, n, e, err := kafka.LanePosition(c.Source); err == nil {
+				next = strconv.FormatInt(n, 10)
+				if e >= 0 {
+					end = strconv.FormatInt(e, 10)
+				}
+			}
+			for _, p := range c.Participants {
+				pending += len(p.Pending)
+			}
+		}
+		status := "owned"
+		switch {
+		case h.Done:
+			status = "finished"
+			finished++
+		case h.Released:
+			status = "released"
+		}
+		owner := fmt.Sprintf("%s pid %d (generation %d)", h.Owner.Host, h.Owner.PID, h.Owner.Generation)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", h.Topic, h.Partition, h.Epoch, id, next, end, pending,
+			status, owner, h.Updated.Format(time.RFC3339))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d lane(s), %d finished\n", len(heads), finished)
+	return nil
 }
 
 // corruptLine names a checkpoint record that could not be read, and why,

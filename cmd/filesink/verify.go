@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 
+	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/recovery"
@@ -121,6 +122,23 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
+// laneRecords returns the newest record of every lane of a group-mode
+// job's state (a lane that never decided a checkpoint has none), and how
+// many lanes there are.
+func laneRecords(ctx context.Context, st *s3sink.Store) ([]*recovery.Checkpoint, int, error) {
+	heads, err := s3sink.ListLanes(ctx, st)
+	if err != nil {
+		return nil, 0, err
+	}
+	var recs []*recovery.Checkpoint
+	for _, h := range heads {
+		if h.Checkpoint != nil && len(h.Checkpoint.Participants) > 0 {
+			recs = append(recs, h.Checkpoint)
+		}
+	}
+	return recs, len(heads), nil
+}
+
 // verifyState checks the output of t against the retained checkpoint
 // records at state (default: the sink's), if there are any; note says what
 // was checked ("" if nothing). A record that cannot be read is a violation
@@ -135,6 +153,20 @@ func verifyState(ctx context.Context, t *target, state, prefix string, noManifes
 	var bad []*recovery.CorruptError
 	if err == nil {
 		recs, bad, err = recovery.Readable(ctx, store)
+	}
+	if err == nil && len(recs)+len(bad) == 0 {
+		if ls, ok := store.(*s3sink.Store); ok {
+			// Group mode: every lane's state holds its newest record.
+			var lanes int
+			if recs, lanes, err = laneRecords(ctx, ls); err == nil && lanes > 0 {
+				chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: prefix}
+				sv, err := recovery.VerifyRecords(ctx, recs, chk)
+				if err != nil {
+					return nil, "", err
+				}
+				return sv, fmt.Sprintf("%d lane state(s) in %s", lanes, store.Location()), nil
+			}
+		}
 	}
 	var listing *recovery.CorruptError
 	switch {

@@ -48,6 +48,8 @@ var layers = map[string]int{
 	"sinks/httpsink": 7,
 	// The run loop.
 	"pipeline": 8,
+
+	"group": 9,
 	// Programs.
 	"cmd/filesink/internal/metrics": 9,
 	"cmd/filesink":                  10,

@@ -75,8 +75,10 @@ type Config struct {
 	// alike. Unbounded (the default), Next waits for new records.
 	Bounded bool
 	// Group, if set, is a consumer group that CommitToGroup commits
-	// checkpointed offsets to, for monitoring (lag) only. The source never
-	// joins it nor reads offsets from it.
+	// checkpointed offsets to, for monitoring (lag) only (the URI
+	// parameter monitor_group=). The source never joins it nor reads
+	// offsets from it. It has nothing to do with JoinGroup's group, which
+	// shares partitions among processes.
 	Group string
 	// ClientID is the client id the brokers see (DefaultClientID if empty).
 	ClientID string

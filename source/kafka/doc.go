@@ -5,7 +5,7 @@
 // Open a [Source] with [Open] (a [Config] and a position) or parse the CLI
 // form with [ParseURI]:
 //
-//	kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=earliest|latest|TIME&bounded=true&group=G]
+//	kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=earliest|latest|TIME&bounded=true&monitor_group=G]
 //
 // # Exactly-once: offsets live in the checkpoint
 //
@@ -28,6 +28,24 @@
 // [Source.CommitToGroup] may copy a decided checkpoint's offsets to a
 // consumer group so that lag monitoring sees them; the group is for
 // monitoring only and is never read back.
+//
+// # Group mode: lanes
+//
+// [JoinGroup] makes this process a member of a consumer group
+// (cooperative-sticky) that shares the partitions of the topics among
+// processes. Each partition assigned to the member is a lane with its own
+// [LaneSource]. A [Handler] gets each assignment (Assigned, inside franz-go's
+// OnPartitionsAssigned, with the group generation) and returns each lane's
+// position, a lane position document ([EncodeLanePosition],
+// [LanePosition]: the position document with one partition); fetching
+// starts exactly there (AdjustFetchOffsetsFn), never at the group's
+// committed offset, which [Group.CommitLane] only sets for lag dashboards.
+// A lane the Handler leaves out is not fetched. Revoked and Lost stop the
+// lanes, with and without a final checkpoint. [Group.Run] polls with
+// BlockRebalanceOnPoll and hands each lane its records; a full lane is
+// paused and rewound rather than waited for, so a slow lane holds up
+// neither the others nor a rebalance. [Group.FirstPositions] resolves the
+// start (and, bounded, the end) of lanes that have no state yet.
 //
 // # read_committed
 //

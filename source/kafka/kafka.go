@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -155,19 +156,29 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 }
 
 // partitions reads the topics' metadata (within cctx, the connect timeout
-// of ctx) and returns the partitions that exist now; a topic or a wanted
-// partition that does not exist is an *UnknownTopicError, brokers that do
-// not answer an *UnreachableError.
+// of ctx) and returns the partitions that exist now; see listTopics.
 func (s *Source) partitions(ctx, cctx context.Context, hook *connHook) (map[tp]bool, error) {
-	v := s.cfg
-	md, err := s.adm.Metadata(cctx, v.Topics...)
+	exist, ids, err := listTopics(ctx, cctx, s.adm, s.cfg, hook)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(s.topicID, ids)
+	return exist, nil
+}
+
+// listTopics reads the metadata of v's topics (within cctx, the connect
+// timeout of ctx) and returns the partitions that exist now and the topics'
+// ids; a topic or a wanted partition that does not exist is an
+// *UnknownTopicError, brokers that do not answer an *UnreachableError.
+func listTopics(ctx, cctx context.Context, adm *kadm.Client, v validated, hook *connHook) (map[tp]bool, map[string][16]byte, error) {
+	md, err := adm.Metadata(cctx, v.Topics...)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("kafka: connect to brokers %s: %w", strings.Join(v.Brokers, ","), ctx.Err())
+			return nil, nil, fmt.Errorf("kafka: connect to brokers %s: %w", strings.Join(v.Brokers, ","), ctx.Err())
 		}
 		if _, ok := errors.AsType[*kerr.Error](err); ok {
 			// The brokers answered, with an error (authorization...).
-			return nil, fmt.Errorf("kafka: metadata of topics %s from brokers %s: %w", strings.Join(v.Topics, ","), strings.Join(v.Brokers, ","), err)
+			return nil, nil, fmt.Errorf("kafka: metadata of topics %s from brokers %s: %w", strings.Join(v.Topics, ","), strings.Join(v.Brokers, ","), err)
 		}
 		if last := hook.lastErr(); last != nil && cctx.Err() != nil {
 			err = last
@@ -176,28 +187,29 @@ func (s *Source) partitions(ctx, cctx context.Context, hook *connHook) (map[tp]b
 		if v.SASL != nil {
 			ue.Hint = "or SASL authentication as " + strconv.Quote(v.SASL.User) + " with " + strings.ToUpper(v.SASL.Mechanism) + " failed"
 		}
-		return nil, ue
+		return nil, nil, ue
 	}
 	exist := make(map[tp]bool)
+	ids := make(map[string][16]byte, len(v.Topics))
 	for _, t := range v.Topics {
 		td, ok := md.Topics[t]
 		if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-			return nil, &UnknownTopicError{Topic: t, Partition: -1, Brokers: v.Brokers}
+			return nil, nil, &UnknownTopicError{Topic: t, Partition: -1, Brokers: v.Brokers}
 		}
 		if td.Err != nil {
-			return nil, fmt.Errorf("kafka: topic %s on brokers %s: %w", t, strings.Join(v.Brokers, ","), td.Err)
+			return nil, nil, fmt.Errorf("kafka: topic %s on brokers %s: %w", t, strings.Join(v.Brokers, ","), td.Err)
 		}
-		s.topicID[t] = td.ID
+		ids[t] = td.ID
 		for p := range td.Partitions {
 			exist[tp{t, p}] = true
 		}
 		for _, p := range v.Partitions {
 			if !exist[tp{t, p}] {
-				return nil, &UnknownTopicError{Topic: t, Partition: p, Brokers: v.Brokers}
+				return nil, nil, &UnknownTopicError{Topic: t, Partition: p, Brokers: v.Brokers}
 			}
 		}
 	}
-	return exist, nil
+	return exist, ids, nil
 }
 
 // startConsumer starts the consumer at exactly the positions' offsets of
@@ -241,27 +253,9 @@ func (s *Source) startConsumer(opts []kgo.Opt) error {
 func (s *Source) firstStart(ctx context.Context, exist map[tp]bool, want func(int32) bool) error {
 	v := s.cfg
 	s.start = v.start.String()
-	var (
-		starts kadm.ListedOffsets
-		ends   kadm.ListedOffsets
-		err    error
-	)
-	if v.Bounded || v.start.mode == StartLatest {
-		// The last stable offset: read_committed listing of the end.
-		if ends, err = s.adm.ListCommittedOffsets(ctx, v.Topics...); err != nil {
-			return s.listErr("last stable offsets", err)
-		}
-	}
-	switch v.start.mode {
-	case StartEarliest:
-		starts, err = s.adm.ListStartOffsets(ctx, v.Topics...)
-	case StartLatest:
-		starts = ends
-	default:
-		starts, err = s.adm.ListOffsetsAfterMilli(ctx, v.start.milli, v.Topics...)
-	}
+	starts, ends, err := listStartsEnds(ctx, s.adm, v, v.Topics)
 	if err != nil {
-		return s.listErr("start offsets ("+s.start+")", err)
+		return err
 	}
 	for k := range exist {
 		if !want(k.partition) {
@@ -376,8 +370,33 @@ func (s *Source) sortParts() {
 	slices.SortFunc(s.parts, func(a, b *part) int { return cmpPart(*a, *b) })
 }
 
-func (s *Source) listErr(what string, err error) error {
-	return fmt.Errorf("kafka: list %s of topics %s on brokers %s: %w", what, strings.Join(s.cfg.Topics, ","), strings.Join(s.cfg.Brokers, ","), err)
+func (s *Source) listErr(what string, err error) error { return s.cfg.listErr(what, err) }
+
+func (v validated) listErr(what string, err error) error {
+	return fmt.Errorf("kafka: list %s of topics %s on brokers %s: %w", what, strings.Join(v.Topics, ","), strings.Join(v.Brokers, ","), err)
+}
+
+// listStartsEnds lists, for every partition of topics, the start offset of
+// v.Start and, in bounded mode or for the start "latest", the last stable
+// offset (the read_committed listing of the end).
+func listStartsEnds(ctx context.Context, adm *kadm.Client, v validated, topics []string) (starts, ends kadm.ListedOffsets, err error) {
+	if v.Bounded || v.start.mode == StartLatest {
+		if ends, err = adm.ListCommittedOffsets(ctx, topics...); err != nil {
+			return nil, nil, v.listErr("last stable offsets", err)
+		}
+	}
+	switch v.start.mode {
+	case StartEarliest:
+		starts, err = adm.ListStartOffsets(ctx, topics...)
+	case StartLatest:
+		starts = ends
+	default:
+		starts, err = adm.ListOffsetsAfterMilli(ctx, v.start.milli, topics...)
+	}
+	if err != nil {
+		return nil, nil, v.listErr("start offsets ("+v.start.String()+")", err)
+	}
+	return starts, ends, nil
 }
 
 func lookup(l kadm.ListedOffsets, k tp, what string) (int64, error) {
@@ -600,13 +619,19 @@ func (s *Source) probe(ctx context.Context) {
 const probeMaxBytes = 1 << 20
 
 // probePartition reads p from p.next towards p.end with read_committed
-// isolation. It returns the offset it got to and true if no record (data
-// or marker) below p.end would be returned to a consumer; false if one
-// would, or on any error.
+// isolation; see probeFetch.
 func (s *Source) probePartition(ctx context.Context, p *part, leader int32, topicID [16]byte) (int64, bool) {
-	off := p.next
+	return probeFetch(ctx, s.admCl, leader, p.topic, p.partition, topicID, p.next, p.end)
+}
+
+// probeFetch reads topic/partition from its leader, from offset from
+// towards end, with read_committed isolation. It returns the offset it got
+// to and true if no record (data or marker) below end would be returned to
+// a consumer; false if one would, or on any error.
+func probeFetch(ctx context.Context, cl *kgo.Client, leader int32, topic string, partition int32, topicID [16]byte, from, end int64) (int64, bool) {
+	off := from
 	for range 1000 {
-		if off >= p.end {
+		if off >= end {
 			return off, true
 		}
 		req := kmsg.NewPtrFetchRequest()
@@ -617,17 +642,17 @@ func (s *Source) probePartition(ctx context.Context, p *part, leader int32, topi
 		req.IsolationLevel = 1
 		req.SessionEpoch = -1
 		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = p.topic
+		rt.Topic = topic
 		rt.TopicID = topicID
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p.partition
+		rp.Partition = partition
 		rp.FetchOffset = off
 		rp.CurrentLeaderEpoch = -1
 		rp.LogStartOffset = -1
 		rp.PartitionMaxBytes = probeMaxBytes
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		kresp, err := s.admCl.Broker(int(leader)).Request(ctx, req)
+		kresp, err := cl.Broker(int(leader)).Request(ctx, req)
 		if err != nil {
 			return off, false
 		}
@@ -636,21 +661,21 @@ func (s *Source) probePartition(ctx context.Context, p *part, leader int32, topi
 			return off, false
 		}
 		rpr := &resp.Topics[0].Partitions[0]
-		if rpr.ErrorCode != 0 || rpr.Partition != p.partition {
+		if rpr.ErrorCode != 0 || rpr.Partition != partition {
 			return off, false
 		}
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			KeepControlRecords: true,
 			Offset:             off,
 			IsolationLevel:     kgo.ReadCommitted(),
-			Topic:              p.topic,
-			Partition:          p.partition,
+			Topic:              topic,
+			Partition:          partition,
 		}, rpr, kgo.DefaultDecompressor(), nil)
 		if fp.Err != nil {
 			return off, false
 		}
 		for _, r := range fp.Records {
-			if r.Offset < p.end {
+			if r.Offset < end {
 				return off, false
 			}
 		}

@@ -15,31 +15,38 @@ import (
 
 // URIForm is the syntax ParseURI accepts, for help texts.
 const URIForm = `kafka://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]` +
-	`[?partitions=0,1&start=earliest|latest|RFC3339|UNIXMILLIS&bounded=true&group=G` +
+	`[?partitions=0,1&start=earliest|latest|RFC3339|UNIXMILLIS&bounded=true&monitor_group=G` +
 	`&client_id=ID&connect_timeout=10s&fetch_max_bytes=N` +
 	`&tls=true&tls_ca=FILE&tls_cert=FILE&tls_key=FILE&tls_server_name=NAME&tls_insecure=true` +
 	`&sasl=plain|scram-sha-256|scram-sha-512&sasl_user=U&sasl_password_file=FILE]`
 
+// groupParameterMsg is why the URI parameter group= is refused: it was the
+// name of monitor_group=, and a group that shares partitions is a flag.
+const groupParameterMsg = "the URI parameter group= is now monitor_group= (offsets mirrored for lag dashboards); to share a topic's partitions among processes use --group NAME"
+
 // uriParams are the known query parameters.
 var uriParams = []string{
-	"partitions", "start", "bounded", "group", "client_id", "connect_timeout", "fetch_max_bytes",
+	"partitions", "start", "bounded", "monitor_group", "client_id", "connect_timeout", "fetch_max_bytes",
 	"tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "tls_insecure",
 	"sasl", "sasl_user", "sasl_password_file",
 }
 
 // ParseURI parses a kafka:// URI (see URIForm) into a Config:
 //
-//	kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=...&bounded=true&group=G]
+//	kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2][?partitions=0,1&start=...&bounded=true&monitor_group=G]
 //
 // Parameters: partitions (comma-separated, default all), start (earliest,
 // latest, an RFC 3339 time or Unix milliseconds; default earliest), bounded
-// (true/false), group (for CommitToGroup), client_id, connect_timeout (a Go
-// duration), fetch_max_bytes; tls=true or any tls_* parameter enables TLS
-// (tls_ca, tls_cert, tls_key: PEM files; tls_server_name; tls_insecure=true
-// skips verification); sasl (plain, scram-sha-256, scram-sha-512) with the
-// user and password from the URI's user info (percent-encoded) or from
-// sasl_user and sasl_password_file (a file holding the password; a trailing
-// newline is removed). Unknown or repeated parameters are errors.
+// (true/false), monitor_group (Config.Group: the consumer group that
+// CommitToGroup mirrors offsets to, for lag dashboards), client_id,
+// connect_timeout (a Go duration), fetch_max_bytes; tls=true or any tls_*
+// parameter enables TLS (tls_ca, tls_cert, tls_key: PEM files;
+// tls_server_name; tls_insecure=true skips verification); sasl (plain,
+// scram-sha-256, scram-sha-512) with the user and password from the URI's
+// user info (percent-encoded) or from sasl_user and sasl_password_file (a
+// file holding the password; a trailing newline is removed). Unknown or
+// repeated parameters are errors; so is group=, the former name of
+// monitor_group=: its error says so and points to --group NAME.
 //
 // Errors match source.ErrBadURI and show the URI with any password
 // replaced by "REDACTED". A password in the URI is visible in process
@@ -76,6 +83,9 @@ func ParseURI(uri string) (Config, error) {
 	var err error
 	if p.q, err = url.ParseQuery(query); err != nil {
 		return c, bad("query: %v", err)
+	}
+	if _, ok := p.q["group"]; ok {
+		return c, fmt.Errorf("%w: %s: %s", source.ErrBadURI, strconv.Quote(RedactURI(uri)), groupParameterMsg)
 	}
 	p.checkParams()
 	p.options(&c)
@@ -191,7 +201,7 @@ func (p *uriParser) options(c *Config) {
 		c.Start = v
 	}
 	c.Bounded = p.getBool("bounded")
-	c.Group, _ = p.get("group")
+	c.Group, _ = p.get("monitor_group")
 	c.ClientID, _ = p.get("client_id")
 	if v, ok := p.get("connect_timeout"); ok {
 		var err error

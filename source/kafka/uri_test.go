@@ -24,7 +24,7 @@ func TestParseURI(t *testing.T) {
 		want Config
 	}{
 		{"kafka://localhost:9092/events", Config{Brokers: []string{"localhost:9092"}, Topics: []string{"events"}}},
-		{"KAFKA://a:1,b:2,[::1]:3/t1,t.2?partitions=0,3&start=latest&bounded=true&group=g&client_id=me&connect_timeout=3s&fetch_max_bytes=1000",
+		{"KAFKA://a:1,b:2,[::1]:3/t1,t.2?partitions=0,3&start=latest&bounded=true&monitor_group=g&client_id=me&connect_timeout=3s&fetch_max_bytes=1000",
 			Config{Brokers: []string{"a:1", "b:2", "[::1]:3"}, Topics: []string{"t1", "t.2"}, Partitions: []int32{0, 3}, Start: "latest",
 				Bounded: true, Group: "g", ClientID: "me", ConnectTimeout: 3 * time.Second, FetchMaxBytes: 1000}},
 		{"kafka://h:1/t?start=2026-01-02T03:04:05Z", Config{Brokers: []string{"h:1"}, Topics: []string{"t"}, Start: "2026-01-02T03:04:05Z"}},
@@ -64,7 +64,7 @@ func TestParseURI(t *testing.T) {
 		{"kafka://h:1/t?start=yesterday", `start "yesterday"`},
 		{"kafka://h:1/t?bounded=maybe", `bounded "maybe"`},
 		{"kafka://h:1/t?bogus=1", `unknown parameter "bogus"`},
-		{"kafka://h:1/t?group=a&group=b", `parameter "group" given 2 times`},
+		{"kafka://h:1/t?monitor_group=a&monitor_group=b", `parameter "monitor_group" given 2 times`},
 		{"kafka://h:1/t?connect_timeout=-1s", "connect_timeout"},
 		{"kafka://h:1/t?sasl=gssapi&sasl_user=u", `sasl mechanism "GSSAPI"`},
 		{"kafka://h:1/t?sasl=plain", "needs a user"},
@@ -92,6 +92,34 @@ func TestParseURI(t *testing.T) {
 	}
 }
 
+// TestParseURIGroupParameter: group= is refused with one line that names
+// its new name and the flag that shares partitions, whatever else the URI
+// holds.
+func TestParseURIGroupParameter(t *testing.T) {
+	const want = "the URI parameter group= is now monitor_group= (offsets mirrored for lag dashboards); to share a topic's partitions among processes use --group NAME"
+	for _, uri := range []string{
+		"kafka://h:1/t?group=g",
+		"kafka://u:hunter2@h:1/t?sasl=plain&group=g",
+		"kafka://h:1/t?bogus=1&group=",
+	} {
+		_, err := ParseURI(uri)
+		if err == nil {
+			t.Fatalf("ParseURI(%q) succeeded", uri)
+		}
+		if !errors.Is(err, source.ErrBadURI) {
+			t.Errorf("ParseURI(%q): %v does not match source.ErrBadURI", uri, err)
+		}
+		msg := err.Error()
+		if !strings.HasSuffix(msg, ": "+want) || strings.Contains(msg, "\n") || strings.Contains(msg, "hunter2") {
+			t.Errorf("ParseURI(%q) = %q, want one line ending in %q, without the password", uri, msg, want)
+		}
+	}
+	cfg, err := ParseURI("kafka://h:1/t?monitor_group=dash")
+	if err != nil || cfg.Group != "dash" {
+		t.Fatalf("monitor_group=dash: %+v, %v", cfg, err)
+	}
+}
+
 func TestRedactURI(t *testing.T) {
 	for in, want := range map[string]string{
 		"kafka://h:1/t":                   "kafka://h:1/t",
@@ -99,7 +127,7 @@ func TestRedactURI(t *testing.T) {
 		"kafka://u:pw@h:1/t":              "kafka://u:REDACTED@h:1/t",
 		"kafka://u:p/w?x@h:1/t":           "kafka://u:REDACTED@h:1/t",
 		"kafka://u:p@w@h:1/t?sasl=plain":  "kafka://u:REDACTED@h:1/t?sasl=plain",
-		"kafka://h:1/t?group=a@b":         "kafka://h:REDACTED@b",
+		"kafka://h:1/t?monitor_group=a@b": "kafka://h:REDACTED@b",
 		"not a uri with : and @ anywhere": "not a uri with :REDACTED@ anywhere",
 		"no at sign: here":                "no at sign: here",
 	} {
@@ -135,7 +163,8 @@ func TestSecretsDoNotPrint(t *testing.T) {
 func FuzzParseURI(f *testing.F) {
 	for _, s := range []string{
 		"kafka://localhost:9092/events",
-		"kafka://a:1,b:2/t1,t2?partitions=0,1&start=latest&bounded=true&group=g",
+		"kafka://a:1,b:2/t1,t2?partitions=0,1&start=latest&bounded=true&monitor_group=g",
+		"kafka://h:1/t?group=g",
 		"kafka://u:secretpw@h:1/t?sasl=plain",
 		"kafka://u:secretpw@h:1/t",
 		"kafka://h:1/t?start=2026-01-02T03:04:05Z&tls=true",

@@ -62,6 +62,10 @@ type Config struct {
 	// DataDir, if set, makes kfake persist its log there, so that a broker
 	// restarted on the same directory keeps its records.
 	DataDir string
+	// GroupMinSessionTimeout, if set, is the shortest session timeout a
+	// consumer group member may ask for (kfake's default, as Kafka's, is
+	// 6 s): tests of group membership use sessions of a second.
+	GroupMinSessionTimeout time.Duration
 	// Opts are extra kfake options, applied last.
 	Opts []kfake.Opt
 }
@@ -96,6 +100,9 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	if cfg.DataDir != "" {
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
 	}
+	if cfg.GroupMinSessionTimeout > 0 {
+		opts = append(opts, kfake.GroupMinSessionTimeout(cfg.GroupMinSessionTimeout))
+	}
 	opts = append(opts, cfg.Opts...)
 	kc, err := kfake.NewCluster(opts...)
 	if err != nil {
@@ -108,7 +115,14 @@ func NewCluster(cfg Config) (*Cluster, error) {
 // when the test ends.
 func Start(tb testing.TB, topics ...Topic) *Cluster {
 	tb.Helper()
-	c, err := NewCluster(Config{Topics: topics})
+	return StartConfig(tb, Config{Topics: topics})
+}
+
+// StartConfig starts a cluster configured by cfg and closes it when the
+// test ends.
+func StartConfig(tb testing.TB, cfg Config) *Cluster {
+	tb.Helper()
+	c, err := NewCluster(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -365,4 +379,46 @@ func (c *Cluster) MustOpenTxn(tb testing.TB, txnID, topic string, partition int3
 		tb.Fatal(err)
 	}
 	return x, offs
+}
+
+// TryJoin joins consumer group group, consuming topic, as a member with the
+// given session timeout, and leaves it again. It returns nil once the group
+// assigned the member partitions, else the group's error (a session timeout
+// below the brokers' minimum is kerr.InvalidSessionTimeout) or ctx's.
+func TryJoin(ctx context.Context, addrs []string, group, topic string, session time.Duration) error {
+	assigned := make(chan struct{}, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.SessionTimeout(session), kgo.HeartbeatInterval(session/3),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if len(m) > 0 {
+				select {
+				case assigned <- struct{}{}:
+				default:
+				}
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("kafkatest: new group client: %w", err)
+	}
+	defer cl.Close()
+	for {
+		select {
+		case <-assigned:
+			return nil
+		default:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		for _, fe := range fs.Errors() {
+			if fe.Topic == "" && (errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled)) {
+				continue
+			}
+			return fmt.Errorf("kafkatest: join group %s: %w", group, fe.Err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 }

@@ -2,10 +2,12 @@ package kafkatest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -110,4 +112,29 @@ func TestBrokerProcess(t *testing.T) {
 		t.Fatal("not exited after Kill")
 	}
 	p.Kill()
+}
+
+// TestGroupMinSessionTimeout: a member asking for a one-second session is
+// refused by kfake's default minimum (6 s) and admitted with
+// GroupMinSessionTimeout, in process and as a process.
+func TestGroupMinSessionTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	topics := []Topic{{"t", 2}}
+	def := StartConfig(t, Config{Topics: topics})
+	if err := TryJoin(ctx, def.Addrs(), "g", "t", time.Second); !errors.Is(err, kerr.InvalidSessionTimeout) {
+		t.Fatalf("default minimum: join with a 1s session: %v, want %v", err, kerr.InvalidSessionTimeout)
+	}
+	low := StartConfig(t, Config{Topics: topics, GroupMinSessionTimeout: 500 * time.Millisecond})
+	if err := TryJoin(ctx, low.Addrs(), "g", "t", time.Second); err != nil {
+		t.Fatalf("minimum 500ms: join with a 1s session: %v", err)
+	}
+	if testing.Short() {
+		return
+	}
+	bin := BuildBroker(t)
+	p := StartBrokerConfig(t, bin, Config{Topics: topics, GroupMinSessionTimeout: 500 * time.Millisecond})
+	if err := TryJoin(ctx, []string{p.Addr}, "g", "t", time.Second); err != nil {
+		t.Fatalf("broker process with -group-min-session-timeout 500ms: join with a 1s session: %v", err)
+	}
 }

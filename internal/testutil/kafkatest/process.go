@@ -46,9 +46,28 @@ type BrokerProcess struct {
 // address, and kills it when the test ends.
 func StartBroker(tb testing.TB, bin string, topics []Topic, flags ...string) *BrokerProcess {
 	tb.Helper()
-	args := []string{"-listen", "127.0.0.1:0"}
-	for _, t := range topics {
+	return StartBrokerConfig(tb, bin, Config{Topics: topics}, flags...)
+}
+
+// StartBrokerConfig is StartBroker with the broker configured by cfg: its
+// Topics, Listen (default a free port of 127.0.0.1), DataDir and
+// GroupMinSessionTimeout become flags of kfakebroker (Brokers and Opts do
+// not apply to a process).
+func StartBrokerConfig(tb testing.TB, bin string, cfg Config, flags ...string) *BrokerProcess {
+	tb.Helper()
+	listen := cfg.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	args := []string{"-listen", listen}
+	for _, t := range cfg.Topics {
 		args = append(args, "-topic", fmt.Sprintf("%s:%d", t.Name, t.Partitions))
+	}
+	if cfg.DataDir != "" {
+		args = append(args, "-data-dir", cfg.DataDir)
+	}
+	if cfg.GroupMinSessionTimeout > 0 {
+		args = append(args, "-group-min-session-timeout", cfg.GroupMinSessionTimeout.String())
 	}
 	args = append(args, flags...)
 	p := &BrokerProcess{errb: &proc.Tail{Max: stderrKept}}

@@ -4,11 +4,14 @@
 // Usage:
 //
 //	kfakebroker [-listen 127.0.0.1:0] [-topic NAME:PARTITIONS]... [-data-dir DIR]
+//	            [-group-min-session-timeout 6s]
 //
 // Once the broker accepts connections it prints its address (host:port) on
 // a line of its own on stdout; it then runs until it gets SIGINT or SIGTERM
 // (or is killed). With -data-dir the log persists across restarts on the
-// same directory.
+// same directory. -group-min-session-timeout lowers the shortest session
+// timeout a consumer group member may ask for, so that tests of group
+// membership can use sessions of a second.
 package main
 
 import (
@@ -58,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (host:port; port 0 picks a free one)")
 	dataDir := fs.String("data-dir", "", "directory to persist the log in (default: memory only)")
+	minSession := fs.Duration("group-min-session-timeout", 0, "shortest session timeout of a consumer group member (default: kfake's, 6s)")
 	var topics topicsFlag
 	fs.Var(&topics, "topic", "topic to create, NAME:PARTITIONS (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -66,7 +70,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c, err := kafkatest.NewCluster(kafkatest.Config{Topics: topics, Listen: *listen, DataDir: *dataDir})
+	if *minSession < 0 {
+		return fmt.Errorf("-group-min-session-timeout %v: negative", *minSession)
+	}
+	c, err := kafkatest.NewCluster(kafkatest.Config{Topics: topics, Listen: *listen, DataDir: *dataDir, GroupMinSessionTimeout: *minSession})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/filesink/filesink/committer"
+	s3sink "github.com/filesink/filesink/committer/s3"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/group"
+	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/source/kafka"
+)
+
+// groupFlags are the flags of group mode.
+type groupFlags struct {
+	name           string
+	session, rebal time.Duration
+	instanceID     string
+}
+
+// register defines the group mode flags on fs.
+func (g *groupFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.name, "group", "", "group mode: join Kafka consumer group `NAME` and run the partitions it assigns to this process; "+
+		"every process started with the same command shares the topics' partitions (kafka:// source, s3:// sink and state; see docs/scale-out.md)")
+	fs.DurationVar(&g.session, "session-timeout", 45*time.Second, "group mode: how long a process that stopped answering keeps its partitions (Kafka's session timeout)")
+	fs.DurationVar(&g.rebal, "rebalance-timeout", group.DefaultRebalanceTimeout, "group mode: how long a process has to hand off revoked partitions (final checkpoint) before it is dropped from the group")
+	fs.StringVar(&g.instanceID, "group-instance-id", "", "group mode: a stable `ID` per process (Kafka static membership): a restart within the session timeout keeps its partitions without a rebalance")
+}
+
+// runGroup runs the job in group mode (--group): pipeline.Job checked
+// that its source is Kafka and its sink and state S3.
+func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[string]bool, log *slog.Logger, sig <-chan os.Signal) error {
+	cfg, err := f.groupConfig(ctx, spec, set, log)
+	if err != nil {
+		return err
+	}
+	if m := f.metrics; m != nil {
+		srv, err := m.Serve(f.metricsAddr, log)
+		if err != nil {
+			return fmt.Errorf("run: --metrics-addr %s: %w", f.metricsAddr, err)
+		}
+		defer srv.Close()
+		f.groupMetrics(cfg)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cfg.Stop = stopOnSignal(ctx, cancel, sig, log)
+	res, err := group.Run(ctx, *cfg)
+	if err != nil {
+		return specError(err)
+	}
+	log.Info("done", "group", f.group.name, "lanes_run", res.Lanes, "records", res.Records,
+		"lanes_released", res.Released, "lanes_fenced", res.Fenced, "job_finished", res.Finished)
+	return nil
+}
+
+// groupConfig builds the group.Config the flags describe: the consumer
+// group, the S3 state and output, and a file sink per lane whose buffer
+// budget is shared by all the lanes of the process.
+func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[string]bool, log *slog.Logger) (*group.Config, error) {
+	kcfg, err := kafkaConfig(f.source, set, f.bounded, f.start)
+	if err != nil {
+		return nil, err
+	}
+	if len(kcfg.Partitions) > 0 {
+		return nil, usageError("run: --group: partitions= in --source does not apply: the consumer group assigns the partitions")
+	}
+	kcfg.Logger = log.With("source", "kafka")
+	t, err := f.target(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	l, err := f.layout()
+	if err != nil {
+		return nil, err
+	}
+	stateURI := f.state
+	if stateURI == "" {
+		stateURI = t.stateURI
+	}
+	bucket, prefix, err := parseS3(stateURI, "--state")
+	if err != nil {
+		return nil, err
+	}
+	st, err := s3sink.NewStore(t.client, bucket, prefix, s3sink.WithLogger(log))
+	if err != nil {
+		return nil, usageError("run: --state: %v", err)
+	}
+	backend, ok := t.backend.(*s3sink.Backend)
+	if !ok {
+		return nil, usageError("run: --group writes to S3 only")
+	}
+	id, err := f.identity(spec)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{target: t, stateURI: stateURI}
+	partSize, _ := filesink.ParseSize(f.partSize) // checked by layout
+	policy := filesink.OnCheckpointPolicy{PartSize: partSize}
+	pool := filesink.NewBudgetPool(l.budget)
+	cfg := &group.Config{
+		Kafka: kafka.GroupConfig{Config: kcfg, Name: f.group.name, SessionTimeout: f.group.session,
+			RebalanceTimeout: f.group.rebal, InstanceID: f.group.instanceID, Logger: log.With("group", f.group.name)},
+		State: st, Backend: backend, Prefix: f.prefix, Identity: id, Logger: log,
+		Output: t.backend, DeadLetter: t.dead,
+		NewSinks: func(_ context.Context, lane group.Lane) ([]pipeline.Sink, error) {
+			w, err := f.newWriter(j, l, 0, lane.PartPrefix(), policy, max(l.budget, 1<<20),
+				pipeline.OpenPartsPerSubtask(f.maxOpenFiles, 1), log.With("lane", lane.ID.String()),
+				filesink.WithBudgetPool(pool), filesink.WithManifestWriter(lane.Name))
+			if err != nil {
+				return nil, err
+			}
+			return []pipeline.Sink{w}, nil
+		},
+		Pipeline: pipeline.Config{CheckpointInterval: f.interval, CheckpointEvery: f.checkpointEvery,
+			TickInterval: time.Second, CommitterOptions: []committer.Option{committer.WithRetain(1)}},
+	}
+	if f.allowChange != "" {
+		cfg.AllowChange = strings.Split(f.allowChange, ",")
+	}
+	return cfg, nil
+}
+
+// groupMetrics feeds the metrics from the lanes: their events, their
+// pipelines' events and their sinks.
+func (f *runFlags) groupMetrics(cfg *group.Config) {
+	m := f.metrics
+	lanes := m.Lanes(nil)
+	cfg.Events = &group.Events{Assigned: lanes.Assigned, Released: lanes.Released, Fenced: lanes.Fenced,
+		Stopped: lanes.Stopped, Committed: lanes.Committed}
+	cfg.Pipeline.Events = m.Events()
+	newSinks := cfg.NewSinks
+	cfg.NewSinks = func(ctx context.Context, lane group.Lane) ([]pipeline.Sink, error) {
+		sinks, err := newSinks(ctx, lane)
+		for i := range sinks {
+			sinks[i] = m.WrapSink(sinks[i])
+		}
+		return sinks, err
+	}
+}

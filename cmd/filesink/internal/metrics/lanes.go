@@ -1,0 +1,117 @@
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/filesink/filesink/source/kafka"
+)
+
+// Lanes is the instrumentation of a process in group mode: its methods
+// are the group's lane events (group.Events) and feed the lane metrics of
+// the registry of the Metrics that made it. Safe for concurrent use.
+type Lanes struct {
+	mu    sync.Mutex
+	owned map[kafka.LaneID]bool
+	next  map[kafka.LaneID]int64 // committed offset, per lane owned now
+	hwm   func() map[kafka.LaneID]int64
+
+	assigned prometheus.Counter
+	released prometheus.Counter
+	fenced   prometheus.Counter
+	handoff  prometheus.Histogram
+	takeover prometheus.Histogram
+}
+
+// Lanes registers the lane metrics and returns their feed. hwm, if not
+// nil, returns the newest high watermark (end offset) the process saw per
+// partition it reads, for the lag.
+func (m *Metrics) Lanes(hwm func() map[kafka.LaneID]int64) *Lanes {
+	l := &Lanes{
+		owned: map[kafka.LaneID]bool{}, next: map[kafka.LaneID]int64{}, hwm: hwm,
+		assigned: prometheus.NewCounter(prometheus.CounterOpts{Name: "filesink_lane_takeovers_total",
+			Help: "Group mode: partitions this process took over (assigned by a rebalance, owner epoch raised)."}),
+		released: prometheus.NewCounter(prometheus.CounterOpts{Name: "filesink_lane_handoffs_total",
+			Help: "Group mode: partitions this process handed off cleanly (final checkpoint, released)."}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "filesink_lane_fenced_total",
+			Help: "Group mode: lane state writes that found another owner: the lane stopped and published nothing more (a paused process whose partition moved)."}),
+		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "filesink_lane_handoff_seconds",
+			Help: "Group mode: time from a partition's revocation to its release (final checkpoint decided and published).", Buckets: durationBuckets}),
+		takeover: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "filesink_lane_takeover_seconds",
+			Help: "Group mode: time of a rebalance's takeovers (reading and conditionally writing the lanes' states).", Buckets: durationBuckets}),
+	}
+	m.reg.MustRegister(l.assigned, l.released, l.fenced, l.handoff, l.takeover,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "filesink_lanes_owned", Help: "Group mode: partitions this process owns now."},
+			func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(len(l.owned)) }),
+		laneCollector{l})
+	return l
+}
+
+// Assigned is group.Events.Assigned.
+func (l *Lanes) Assigned(id kafka.LaneID, _ uint64, took time.Duration) {
+	l.mu.Lock()
+	l.owned[id] = true
+	l.mu.Unlock()
+	l.assigned.Inc()
+	l.takeover.Observe(took.Seconds())
+}
+
+// Released is group.Events.Released.
+func (l *Lanes) Released(_ kafka.LaneID, took time.Duration) {
+	l.released.Inc()
+	l.handoff.Observe(took.Seconds())
+}
+
+// Fenced is group.Events.Fenced.
+func (l *Lanes) Fenced(kafka.LaneID) { l.fenced.Inc() }
+
+// Stopped is group.Events.Stopped.
+func (l *Lanes) Stopped(id kafka.LaneID) {
+	l.mu.Lock()
+	delete(l.owned, id)
+	delete(l.next, id)
+	l.mu.Unlock()
+}
+
+// Committed is group.Events.Committed.
+func (l *Lanes) Committed(id kafka.LaneID, next int64) {
+	l.mu.Lock()
+	l.next[id] = next
+	l.mu.Unlock()
+}
+
+var (
+	laneOffsetDesc = prometheus.NewDesc("filesink_lane_committed_offset",
+		"Group mode: offset after the last record of a lane's last committed checkpoint, per partition this process owns.",
+		[]string{"topic", "partition"}, nil)
+	laneLagDesc = prometheus.NewDesc("filesink_lane_lag_records",
+		"Group mode: records of a partition this process owns that are not committed yet (high watermark minus committed offset).",
+		[]string{"topic", "partition"}, nil)
+)
+
+// laneCollector reports the per-lane offsets and lags.
+type laneCollector struct{ l *Lanes }
+
+func (c laneCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- laneOffsetDesc
+	ch <- laneLagDesc
+}
+
+func (c laneCollector) Collect(ch chan<- prometheus.Metric) {
+	var hwm map[kafka.LaneID]int64
+	if c.l.hwm != nil {
+		hwm = c.l.hwm()
+	}
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	for id, next := range c.l.next {
+		p := strconv.Itoa(int(id.Partition))
+		ch <- prometheus.MustNewConstMetric(laneOffsetDesc, prometheus.GaugeValue, float64(next), id.Topic, p)
+		if h, ok := hwm[id]; ok {
+			ch <- prometheus.MustNewConstMetric(laneLagDesc, prometheus.GaugeValue, float64(max(h-next, 0)), id.Topic, p)
+		}
+	}
+}

@@ -1,0 +1,328 @@
+package group_test
+
+// Group mode beside one process, measured in the same run:
+//
+//   - BenchmarkGroupThroughput: the same bounded topic (12 partitions of
+//     1 KiB JSON lines, in-process kfake) into the same MinIO, once by one
+//     process in today's mode (pipeline.Run, the Kafka source, one file
+//     sink over S3) and once by one process in group mode (group.Run, a
+//     lane per partition), alternating; each reports MB/s of record values
+//     and group/single as ratio-%. The group run goes through the fault
+//     proxy (injecting nothing) to count its S3 requests per lane
+//     checkpoint, from which req/s-1000p-10s is the rate a fleet running
+//     1,000 active partitions at a 10 s interval would make.
+//   - BenchmarkGroupHandoff: three members, records produced all along;
+//     each op stops one member (as SIGTERM does) and measures until every
+//     lane it held was decided by a checkpoint of its new owner; the
+//     member is then started again. Reports p50-ms and p99-ms.
+//
+// FILESINK_GROUP_BENCH_RECORDS sets the records per partition (default
+// 10,000). Nothing here asserts a duration.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/s3"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/group"
+	"github.com/filesink/filesink/internal/testutil/faultproxy"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
+	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/source/kafka"
+)
+
+func benchRecords() int {
+	if v, err := strconv.Atoi(os.Getenv("FILESINK_GROUP_BENCH_RECORDS")); err == nil && v > 0 {
+		return v
+	}
+	return 10_000
+}
+
+// fillTopic produces n records of about 1 KiB to every partition and
+// returns the bytes of their values.
+func fillTopic(b *testing.B, kc *kafkatest.Cluster, n int) int64 {
+	pad := make([]byte, 1000)
+	for i := range pad {
+		pad[i] = 'x'
+	}
+	var total int64
+	for p := range int32(partitions) {
+		for start := 0; start < n; start += 1000 {
+			var vals [][]byte
+			for i := start; i < min(start+1000, n); i++ {
+				v := fmt.Appendf(nil, `{"id":"%d-%d","pad":"%s"}`, p, i, pad)
+				vals = append(vals, v)
+				total += int64(len(v))
+			}
+			if _, err := kc.Produce(b.Context(), topic, p, vals...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return total
+}
+
+func BenchmarkGroupThroughput(b *testing.B) {
+	ctx := b.Context()
+	kc := kafkatest.Start(b, kafkatest.Topic{Name: topic, Partitions: partitions})
+	bytes := fillTopic(b, kc, benchRecords())
+	srv := minio.Shared(b)
+	var single, grouped time.Duration
+	var reqs, laneCkpts int64
+	for i := range b.N {
+		runs := []func(){
+			func() { single += runSingle(b, ctx, kc, srv.Client(b), srv.NewBucket(b)) },
+			func() {
+				d, r, c := runGroup(b, ctx, kc, srv)
+				grouped += d
+				reqs += r
+				laneCkpts += c
+			},
+		}
+		if i%2 == 1 {
+			slices.Reverse(runs)
+		}
+		for _, run := range runs {
+			run()
+		}
+	}
+	mbs := func(d time.Duration) float64 { return float64(bytes) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(mbs(single), "single-MB/s")
+	b.ReportMetric(mbs(grouped), "group-MB/s")
+	b.ReportMetric(100*single.Seconds()/grouped.Seconds(), "ratio-%")
+	if laneCkpts > 0 {
+		per := float64(reqs) / float64(laneCkpts)
+		b.ReportMetric(per, "req/lane-ckpt")
+		b.ReportMetric(per*1000/10, "req/s-1000p-10s")
+	}
+}
+
+// runSingle runs the topic through one process in today's mode and
+// returns how long it took.
+func runSingle(b *testing.B, ctx context.Context, kc *kafkatest.Cluster, client *s3api.Client, bucket string) time.Duration {
+	st, err := s3.NewStore(client, bucket, "out/_filesink")
+	if err != nil {
+		b.Fatal(err)
+	}
+	be, err := s3.New(client, bucket, "out")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := filesink.New(be, 0, filesink.WithPrefix("part"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	kcfg := kafka.Config{Brokers: kc.Addrs(), Topics: []string{topic}, Bounded: true}
+	start := time.Now()
+	res, err := pipeline.Run(ctx, pipeline.Config{
+		OpenSource: func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
+			return kafka.Open(ctx, kcfg, pos)
+		},
+		Store: st, Sinks: []pipeline.Sink{w}, CheckpointInterval: time.Second,
+		CommitterOptions: []committer.Option{committer.WithRetain(1)},
+	})
+	if err != nil || !res.EndOfInput {
+		b.Fatalf("single: %+v, %v", res, err)
+	}
+	return time.Since(start)
+}
+
+// runGroup runs the topic through one process in group mode, through the
+// fault proxy, and returns how long until its last lane finished, its S3
+// requests and its lane checkpoints.
+func runGroup(b *testing.B, ctx context.Context, kc *kafkatest.Cluster, srv *miniotest.Server) (time.Duration, int64, int64) {
+	proxy := faultproxy.New(b, srv.Endpoint())
+	e := &env{client: srv.ClientAt(b, proxy.URL()), bucket: srv.NewBucket(b), kc: kc, parts: partitions,
+		want: map[string]int{}, next: map[int32]int{}, end: map[int32]int64{}, epochs: map[kafka.LaneID][]uint64{}}
+	e.t = b
+	var mu sync.Mutex
+	var last time.Time
+	cfg := e.config(nil, true)
+	cfg.Pipeline.CheckpointInterval = time.Second
+	cfg.NewSinks = func(_ context.Context, l group.Lane) ([]pipeline.Sink, error) {
+		w, err := filesink.New(cfg.Backend, 0, filesink.WithPrefix(l.PartPrefix()), filesink.WithRollingPolicy(filesink.OnCheckpointPolicy{}), filesink.WithManifestWriter(l.Name))
+		if err != nil {
+			return nil, err
+		}
+		return []pipeline.Sink{w}, nil
+	}
+	cfg.Events.Stopped = func(kafka.LaneID) {
+		mu.Lock()
+		last = time.Now()
+		mu.Unlock()
+	}
+	start := time.Now()
+	res, err := group.Run(ctx, cfg)
+	if err != nil || !res.Finished {
+		b.Fatalf("group: %+v, %v", res, err)
+	}
+	var reqs int64
+	for _, k := range faultproxy.Kinds() {
+		reqs += proxy.Requests(k)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return last.Sub(start), reqs, int64(res.Checkpoints)
+}
+
+func BenchmarkGroupHandoff(b *testing.B) {
+	ctx := b.Context()
+	kc := kafkatest.Start(b, kafkatest.Topic{Name: topic, Partitions: partitions})
+	srv := minio.Shared(b)
+	e := &env{client: srv.Client(b), bucket: srv.NewBucket(b), kc: kc, parts: partitions,
+		want: map[string]int{}, next: map[int32]int{}, end: map[int32]int64{}, epochs: map[kafka.LaneID][]uint64{}}
+	e.t = b
+	// Records all along, so that every lane has something to decide.
+	pctx, stopProducing := context.WithCancel(ctx)
+	defer stopProducing()
+	go func() {
+		for pctx.Err() == nil {
+			for p := range int32(partitions) {
+				_, _ = kc.Produce(pctx, topic, p, []byte(`{"id":"x"}`))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	h := &handoffs{decided: map[kafka.LaneID][]laneEvent{}, owned: map[int]map[kafka.LaneID]bool{}}
+	members := make([]*member, 3)
+	for i := range members {
+		members[i] = h.start(ctx, e, i)
+	}
+	waitBalanced(b, h, len(members))
+	var took []time.Duration
+	for i := range b.N {
+		k := i % len(members)
+		lanes := h.lanesOf(k)
+		t0 := time.Now()
+		close(members[k].stop)
+		<-members[k].done
+		if members[k].err != nil {
+			b.Fatal(members[k].err)
+		}
+		h.waitDecided(b, lanes, k, t0)
+		took = append(took, time.Since(t0))
+		members[k] = h.start(ctx, e, k)
+		waitBalanced(b, h, len(members))
+	}
+	for _, m := range members {
+		close(m.stop)
+		<-m.done
+	}
+	slices.Sort(took)
+	pct := func(q float64) float64 { return float64(took[int(q*float64(len(took)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.5), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
+}
+
+type laneEvent struct {
+	member int
+	at     time.Time
+}
+
+// handoffs records which member owns which lane, and when each member
+// decided a checkpoint of each lane.
+type handoffs struct {
+	mu      sync.Mutex
+	decided map[kafka.LaneID][]laneEvent
+	owned   map[int]map[kafka.LaneID]bool
+}
+
+func (h *handoffs) start(ctx context.Context, e *env, k int) *member {
+	h.mu.Lock()
+	h.owned[k] = map[kafka.LaneID]bool{}
+	h.mu.Unlock()
+	return e.start(ctx, false, func(cfg *group.Config) {
+		cfg.Pipeline.CheckpointInterval = time.Second
+		cfg.Events.Assigned = func(id kafka.LaneID, _ uint64, _ time.Duration) {
+			h.mu.Lock()
+			h.owned[k][id] = true
+			h.mu.Unlock()
+		}
+		cfg.Events.Stopped = func(id kafka.LaneID) {
+			h.mu.Lock()
+			delete(h.owned[k], id)
+			h.mu.Unlock()
+		}
+		cfg.Events.Committed = func(id kafka.LaneID, _ int64) {
+			h.mu.Lock()
+			h.decided[id] = append(h.decided[id], laneEvent{member: k, at: time.Now()})
+			h.mu.Unlock()
+		}
+	})
+}
+
+func (h *handoffs) lanesOf(k int) []kafka.LaneID {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []kafka.LaneID
+	for id := range h.owned[k] {
+		out = append(out, id)
+	}
+	return out
+}
+
+// waitDecided waits until each lane had a checkpoint committed by a member
+// other than k after t0.
+func (h *handoffs) waitDecided(b *testing.B, lanes []kafka.LaneID, k int, t0 time.Time) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		h.mu.Lock()
+		left := 0
+		for _, id := range lanes {
+			ok := false
+			for _, ev := range h.decided[id] {
+				if ev.member != k && ev.at.After(t0) {
+					ok = true
+				}
+			}
+			if !ok {
+				left++
+			}
+		}
+		h.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d lanes of the stopped member were not committed by another within 2 minutes", left)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitBalanced waits until every lane is owned and every member owns one.
+func waitBalanced(b *testing.B, h *handoffs, n int) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		h.mu.Lock()
+		total, empty := 0, 0
+		for k := range n {
+			total += len(h.owned[k])
+			if len(h.owned[k]) == 0 {
+				empty++
+			}
+		}
+		h.mu.Unlock()
+		if total == partitions && empty == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the group did not settle: %d lanes owned, %d members without a lane", total, empty)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

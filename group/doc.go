@@ -1,0 +1,23 @@
+// Package group runs a job in group mode: many identical processes share
+// the partitions of Kafka topics through a consumer group and write to one
+// S3 output, exactly once, through rebalances, crashes and paused
+// processes that wake after their partitions moved (zombies).
+//
+// The consumer group (source/kafka's Group, franz-go's cooperative-sticky
+// balancer) decides which process should own a partition. It never decides
+// what is published: each assigned partition is a lane, a pipeline of its
+// own (pipeline.Run with one subtask) whose checkpoint store is the lane's
+// state object (committer/s3's LaneStore). A lane checkpoint is decided only
+// by a conditional write of that object, and every owner change raises its
+// owner epoch, so a process that lost a lane can never decide for it again,
+// whatever it believes about the group.
+//
+// In group mode every part file rolls at every lane checkpoint: a decided
+// lane state never references a part still being written, so the process
+// that takes a lane over only commits the files its predecessor decided
+// (idempotent and verified) and never touches bytes the predecessor, if it
+// is still alive, could be writing. Part names carry the topic, the
+// partition and the owner epoch ("PREFIX-TOPIC.PARTITION-eEPOCH-..."), so a
+// lane's staging data is told apart from every other lane's and from older
+// and newer owners' of the same lane.
+package group

@@ -1,0 +1,426 @@
+package group
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/filesink/filesink/committer/s3"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/source/kafka"
+)
+
+// lane is one run of one partition by this process: from its takeover to
+// its release, fence, loss or end.
+type lane struct {
+	Lane
+	store    *laneStore
+	stop     chan struct{} // closed: take a final checkpoint and release
+	stopOnce sync.Once
+	cancel   context.CancelFunc // ends the run without a final checkpoint
+	done     chan struct{}      // closed when the run returned
+	revoked  time.Time          // when the handoff began (for Events.Released)
+}
+
+func (l *lane) requestStop() { l.stopOnce.Do(func() { close(l.stop) }) }
+
+// laneStore is the lane's state as its pipeline's checkpoint store. It
+// remembers the last record it was asked to write, which a write whose
+// outcome was found fenced may still have decided: a fenced lane's sweep
+// keeps what it references.
+type laneStore struct {
+	*s3.LaneStore
+	mu        sync.Mutex
+	attempted *recovery.Checkpoint
+	decided   *recovery.Checkpoint
+}
+
+// Put implements recovery.Store. A checkpoint of an idle lane (the same
+// source position and participant states as the record decided before,
+// nothing pending) is not written: the record in the state already
+// describes it, and idle lanes cost no request.
+func (s *laneStore) Put(ctx context.Context, c *recovery.Checkpoint) error {
+	s.mu.Lock()
+	idle := sameAs(c, s.decided)
+	if !idle {
+		s.attempted = c
+	}
+	s.mu.Unlock()
+	if idle {
+		return nil
+	}
+	if err := s.LaneStore.Put(ctx, c); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.decided = c
+	s.mu.Unlock()
+	return nil
+}
+
+// sameAs reports whether c describes what prev does: the same source
+// position, the same participants with the same states, and nothing
+// pending in c.
+func sameAs(c, prev *recovery.Checkpoint) bool {
+	if prev == nil || len(prev.Participants) == 0 || !bytes.Equal(c.Source, prev.Source) || len(c.Participants) != len(prev.Participants) {
+		return false
+	}
+	for i, p := range c.Participants {
+		q := prev.Participants[i]
+		if len(p.Pending) > 0 || p.Name != q.Name || !bytes.Equal(p.State, q.State) {
+			return false
+		}
+	}
+	return true
+}
+
+// Assigned implements kafka.Handler: it takes over each lane (one read and
+// one conditional write of its state) and starts its run. A lane whose
+// takeover fails, or that is finished, is left out: it is not read.
+func (r *runner) Assigned(ctx context.Context, generation int32, ids []kafka.LaneID) map[kafka.LaneID]json.RawMessage {
+	start := time.Now()
+	owner := s3.LaneOwner{Member: r.g.MemberID(), Generation: generation, Host: r.host, PID: os.Getpid(), RunID: r.runID}
+	var fresh []kafka.LaneID
+	for _, id := range ids {
+		head, _, err := s3.ReadLane(ctx, r.cfg.State, id.Topic, id.Partition)
+		if err != nil {
+			r.cfg.Logger.Warn("lane not taken over: reading its state failed", "lane", id.String(), "err", err)
+			continue
+		}
+		if head == nil {
+			fresh = append(fresh, id)
+		}
+	}
+	first := map[kafka.LaneID]json.RawMessage{}
+	if len(fresh) > 0 {
+		var err error
+		if first, err = r.g.FirstPositions(ctx, fresh); err != nil {
+			r.fail(err)
+			return nil
+		}
+	}
+	out := map[kafka.LaneID]json.RawMessage{}
+	for _, id := range ids {
+		pos, ok := r.takeOver(ctx, id, owner, first[id], start)
+		if ok {
+			out[id] = pos
+		}
+	}
+	return out
+}
+
+// takeOver acquires lane id and starts its run, returning the position to
+// read it from; false if it is not to be read.
+func (r *runner) takeOver(ctx context.Context, id kafka.LaneID, owner s3.LaneOwner, first json.RawMessage, start time.Time) (json.RawMessage, bool) {
+	ls := s3.NewLaneStore(r.cfg.State, id.Topic, id.Partition)
+	head, err := ls.Acquire(ctx, owner, func() *recovery.Checkpoint {
+		return &recovery.Checkpoint{ID: 0, Time: time.Now(), Source: first}
+	})
+	switch {
+	case errors.Is(err, s3.ErrStaleGeneration):
+		r.cfg.Logger.Info("lane not taken over: a newer generation owns it", "lane", id.String(), "generation", owner.Generation, "err", err)
+		return nil, false
+	case err != nil:
+		r.cfg.Logger.Warn("lane not taken over", "lane", id.String(), "err", err)
+		return nil, false
+	}
+	if err := r.hook("assign:acquired", id); err != nil {
+		r.fail(err)
+		return nil, false
+	}
+	if head.Done {
+		r.cfg.Logger.Info("lane finished earlier: nothing to read", "lane", id.String(), "epoch", head.Epoch)
+		return nil, false
+	}
+	if head.Checkpoint == nil || len(head.Checkpoint.Source) == 0 {
+		r.fail(&recovery.CorruptError{File: ls.Key(), Err: errors.New("the lane state has no source position")})
+		return nil, false
+	}
+	l := &lane{
+		Lane:  Lane{ID: id, Epoch: head.Epoch, Name: LaneName(r.cfg.Prefix, id)},
+		store: &laneStore{LaneStore: ls, decided: head.Checkpoint},
+		stop:  make(chan struct{}), done: make(chan struct{}),
+	}
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.cancel = cancel
+	r.mu.Lock()
+	if old := r.lanes[id]; old != nil {
+		old.cancel() // cannot happen: a lane is revoked before it is assigned again
+	}
+	r.lanes[id] = l
+	r.mu.Unlock()
+	r.runs.Add(1)
+	r.cfg.Logger.Info("lane taken over", "lane", id.String(), "epoch", head.Epoch, "checkpoint", head.Checkpoint.ID)
+	if f := r.cfg.Events.Assigned; f != nil {
+		f(id, head.Epoch, time.Since(start))
+	}
+	go r.runLane(lctx, l, head)
+	return head.Checkpoint.Source, true
+}
+
+// runLane runs lane l from head, the state it took over, until it is
+// stopped, fenced, lost or finished.
+func (r *runner) runLane(ctx context.Context, l *lane, head *s3.LaneHead) {
+	defer close(l.done)
+	defer func() {
+		if f := r.cfg.Events.Stopped; f != nil {
+			f(l.ID)
+		}
+	}()
+	log := r.cfg.Logger.With("lane", l.ID.String(), "epoch", l.Epoch)
+	if err := r.sweepOlder(ctx, l, head); err != nil {
+		r.laneFailed(ctx, l, err)
+		return
+	}
+	sinks, err := r.cfg.NewSinks(ctx, l.Lane)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	cfg := r.cfg.Pipeline
+	cfg.Logger = log
+	cfg.Store = l.store
+	cfg.Sinks = sinks
+	cfg.Stop = l.stop
+	cfg.OpenSource = func(context.Context, json.RawMessage) (source.Source, error) {
+		src := r.g.Lane(l.ID)
+		if src == nil {
+			return nil, errors.New("group: lane " + l.ID.String() + " is not assigned")
+		}
+		return src, nil
+	}
+	user := r.cfg.Pipeline.Committed
+	cfg.Committed = func(ctx context.Context, id uint64) error {
+		if user != nil {
+			if err := user(ctx, id); err != nil {
+				return err
+			}
+		}
+		r.committed(ctx, l, id)
+		return nil
+	}
+	res, err := pipeline.Run(ctx, cfg)
+	r.records.Add(res.Records)
+	if res.Checkpoint > res.Restored {
+		r.checkpoints.Add(res.Checkpoint - res.Restored)
+	}
+	if err != nil {
+		r.laneFailed(ctx, l, err)
+		return
+	}
+	if err := r.hook("revoke:stopped", l.ID); err != nil {
+		r.fail(err)
+		return
+	}
+	if err := l.store.Release(ctx, res.EndOfInput); err != nil {
+		r.laneFailed(ctx, l, err)
+		return
+	}
+	if res.EndOfInput {
+		log.Info("lane finished", "checkpoint", res.Checkpoint, "records", res.Records)
+		return
+	}
+	r.released.Add(1)
+	log.Info("lane released", "checkpoint", res.Checkpoint, "records", res.Records)
+	if f := r.cfg.Events.Released; f != nil && !l.revoked.IsZero() {
+		f(l.ID, time.Since(l.revoked))
+	}
+}
+
+// committed offers the group the lane's committed offset, for lag
+// dashboards (never read back).
+func (r *runner) committed(ctx context.Context, l *lane, id uint64) {
+	c, err := l.store.Get(ctx, id)
+	if err != nil {
+		return
+	}
+	_, next, _, err := kafka.LanePosition(c.Source)
+	if err != nil {
+		return
+	}
+	if f := r.cfg.Events.Committed; f != nil {
+		f(l.ID, next)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.g.CommitLane(cctx, l.ID, next); err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Debug("committing the lane's offset to the group failed (monitoring only)", "lane", l.ID.String(), "err", err)
+	}
+}
+
+// laneFailed handles the end of a lane's run by err: a fence or a loss
+// stops the lane alone; anything else ends the process's run.
+func (r *runner) laneFailed(ctx context.Context, l *lane, err error) {
+	switch {
+	case errors.Is(err, s3.ErrFenced):
+		r.fenced.Add(1)
+		r.cfg.Logger.Warn("lane fenced: another process took it over; this process publishes nothing more of it",
+			"lane", l.ID.String(), "epoch", l.Epoch, "err", err)
+		if f := r.cfg.Events.Fenced; f != nil {
+			f(l.ID)
+		}
+		r.sweepFenced(ctx, l)
+	case ctx.Err() != nil:
+		r.cfg.Logger.Info("lane stopped without a final checkpoint (lost or aborted)", "lane", l.ID.String(), "epoch", l.Epoch)
+	default:
+		r.fail(err)
+	}
+}
+
+// sweepOlder deletes the staging data of older owner epochs of the lane
+// that the state taken over does not reference: what crashed or fenced
+// owners left. It never touches this or a newer epoch's data.
+func (r *runner) sweepOlder(ctx context.Context, l *lane, head *s3.LaneHead) error {
+	if l.Epoch <= 1 {
+		return nil
+	}
+	var retained []*recovery.Checkpoint
+	if head.Checkpoint != nil && len(head.Checkpoint.Participants) > 0 {
+		retained = append(retained, head.Checkpoint)
+	}
+	keep, err := filesink.Referenced(retained, filesink.ParticipantName(0))
+	if err != nil {
+		return err
+	}
+	if _, err := r.cfg.Backend.SweepEpochs(ctx, l.Name, l.Epoch, keep[false]); err != nil {
+		return err
+	}
+	return r.hook("lane:swept", l.ID)
+}
+
+// sweepFenced deletes the staging data this owner epoch wrote and no
+// record it wrote or tried to write references: the new owner adopted one
+// of those, so what they reference stays.
+func (r *runner) sweepFenced(ctx context.Context, l *lane) {
+	l.store.mu.Lock()
+	var retained []*recovery.Checkpoint
+	for _, c := range []*recovery.Checkpoint{l.store.decided, l.store.attempted} {
+		if c != nil && len(c.Participants) > 0 {
+			retained = append(retained, c)
+		}
+	}
+	l.store.mu.Unlock()
+	keep, err := filesink.Referenced(retained, filesink.ParticipantName(0))
+	if err == nil {
+		_, err = r.cfg.Backend.Sweep(ctx, l.PartPrefix()+"-", keep[false])
+	}
+	if err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Warn("sweeping a fenced lane's staging (the next takeover sweeps it)", "lane", l.ID.String(), "err", err)
+	}
+}
+
+// Revoked implements kafka.Handler: it takes a final checkpoint of each
+// revoked lane, releases it and returns when all are done, or cancels
+// those still running when the rebalance timeout is near (a lane lost
+// that way is still safe).
+func (r *runner) Revoked(ctx context.Context, ids []kafka.LaneID) {
+	lanes := r.take(ids)
+	now := time.Now()
+	for _, l := range lanes {
+		l.revoked = now
+		l.requestStop()
+	}
+	r.await(ctx, lanes, r.rebalanceTimeout()*9/10)
+}
+
+// Lost implements kafka.Handler: the lanes stop without a final checkpoint.
+func (r *runner) Lost(ctx context.Context, ids []kafka.LaneID) {
+	lanes := r.take(ids)
+	for _, l := range lanes {
+		l.cancel()
+	}
+	r.await(ctx, lanes, r.rebalanceTimeout())
+}
+
+// take removes the lanes of ids from the running set and returns them.
+func (r *runner) take(ids []kafka.LaneID) []*lane {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*lane
+	for _, id := range ids {
+		if l := r.lanes[id]; l != nil {
+			out = append(out, l)
+			delete(r.lanes, id)
+		}
+	}
+	return out
+}
+
+// await waits for the lanes' runs to return, cancelling them after
+// timeout or with ctx.
+func (r *runner) await(ctx context.Context, lanes []*lane, timeout time.Duration) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for _, l := range lanes {
+		select {
+		case <-l.done:
+			continue
+		case <-ctx.Done():
+		case <-t.C:
+			r.cfg.Logger.Warn("handoff took longer than the rebalance timeout allows: stopping the lane without a final checkpoint", "lane", l.ID.String())
+		}
+		for _, l := range lanes {
+			l.cancel()
+		}
+		for _, l := range lanes {
+			<-l.done
+		}
+		return
+	}
+}
+
+// stopAll stops every running lane: with final, a final checkpoint each
+// (SIGTERM, the end of a bounded job); otherwise they are cancelled.
+func (r *runner) stopAll(final bool) {
+	r.mu.Lock()
+	var ids []kafka.LaneID
+	for id := range r.lanes {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	if final {
+		r.Revoked(context.Background(), ids)
+		return
+	}
+	r.Lost(context.Background(), ids)
+}
+
+// jobFinished reports whether every partition of the job's topics has a
+// finished lane (bounded mode).
+func (r *runner) jobFinished(ctx context.Context) (bool, error) {
+	parts, err := r.g.Partitions(ctx)
+	if err != nil {
+		return false, err
+	}
+	heads, err := s3.ListLanes(ctx, r.cfg.State)
+	if err != nil {
+		return false, err
+	}
+	done := map[kafka.LaneID]bool{}
+	for _, h := range heads {
+		if h.Done {
+			done[kafka.LaneID{Topic: h.Topic, Partition: h.Partition}] = true
+		}
+	}
+	for _, p := range parts {
+		if !done[p] {
+			return false, nil
+		}
+	}
+	return len(parts) > 0, nil
+}
+
+func newRunID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,169 @@
+package group_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/group"
+	"github.com/filesink/filesink/source/kafka"
+)
+
+const partitions = 12
+
+// waitUntil polls cond until it holds, failing the test after a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) takeovers() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, eps := range e.epochs {
+		n += len(eps)
+	}
+	return n
+}
+
+// Three members join one after the other and one leaves, while records
+// keep coming: every record is published exactly once, and the lanes that
+// moved were handed off with growing epochs.
+func TestGroupRebalances(t *testing.T) {
+	ctx := t.Context()
+	e := newEnv(t, partitions)
+	e.produce(ctx, 100)
+	a := e.start(ctx, false, nil)
+	waitUntil(t, "the first member owns every lane", func() bool { return e.takeovers() >= partitions })
+	e.produce(ctx, 100)
+	b := e.start(ctx, false, nil)
+	waitUntil(t, "the second member took lanes over", func() bool { return e.takeovers() > partitions })
+	e.produce(ctx, 100)
+	c := e.start(ctx, false, nil)
+	n := e.takeovers()
+	waitUntil(t, "the third member took lanes over", func() bool { return e.takeovers() > n })
+	e.produce(ctx, 100)
+	b.halt(t) // scale down: its lanes move to a and c
+	e.produce(ctx, 100)
+	e.waitCommitted(ctx)
+	a.halt(t)
+	c.halt(t)
+	e.check(ctx)
+	if b.res.Released == 0 {
+		t.Errorf("the member that left released no lane: %+v", b.res)
+	}
+}
+
+// Bounded: two members read every partition to the end offset it had at
+// the job's first start; both return on their own once every lane of the
+// job is finished, and records produced later are not read.
+func TestGroupBounded(t *testing.T) {
+	ctx := t.Context()
+	e := newEnv(t, partitions)
+	e.produce(ctx, 200)
+	a := e.start(ctx, true, nil)
+	b := e.start(ctx, true, nil)
+	for _, m := range []*member{a, b} {
+		select {
+		case <-m.done:
+		case <-time.After(2 * time.Minute):
+			t.Fatal("a bounded member did not finish")
+		}
+		if m.err != nil || !m.res.Finished {
+			t.Fatalf("bounded member: %+v, %v", m.res, m.err)
+		}
+	}
+	e.check(ctx)
+}
+
+// errCrash is what a hook returns to crash a member at its point.
+var errCrash = errors.New("crash at a named point")
+
+// crashOnce returns a hook that fails the first time point is reached.
+func crashOnce(point string, hit *sync.Once, fired chan struct{}) func(string) error {
+	return func(at string) error {
+		if at != point {
+			return nil
+		}
+		err := error(nil)
+		hit.Do(func() { err = fmt.Errorf("%w: %s", errCrash, point); close(fired) })
+		return err
+	}
+}
+
+// A member crashes at each named point of a takeover, a handoff and a
+// checkpoint; it is started again, and the job goes on: every record
+// exactly once.
+func TestGroupCrashPoints(t *testing.T) {
+	points := []struct {
+		point string
+		first bool // the first member crashes (else the one joining)
+	}{
+		{"assign:acquired", false}, // the joiner, right after its takeover write
+		{"lane:swept", false},      // the joiner, after sweeping older epochs
+		{"revoke:stopped", true},   // the first, after a handoff's final checkpoint, before its release
+		{"phase1", true},           // a checkpoint prepared, not decided
+		{"decided", true},          // decided, not published
+		{"committed:1", true},      // one file of a checkpoint published
+	}
+	for _, tc := range points {
+		t.Run(tc.point, func(t *testing.T) {
+			ctx := t.Context()
+			e := newEnv(t, partitions)
+			var once sync.Once
+			fired := make(chan struct{})
+			crash := func(cfg *group.Config) {
+				switch tc.point {
+				case "assign:acquired", "lane:swept", "revoke:stopped":
+					h := crashOnce(tc.point, &once, fired)
+					cfg.Hook = func(point string, _ kafka.LaneID) error { return h(point) }
+				default:
+					cfg.Pipeline.CommitterOptions = append(cfg.Pipeline.CommitterOptions, committer.WithHook(crashOnce(tc.point, &once, fired)))
+				}
+			}
+			e.produce(ctx, 100)
+			var modA, modB func(*group.Config)
+			if tc.first {
+				modA = crash
+			} else {
+				modB = crash
+			}
+			a := e.start(ctx, false, modA)
+			waitUntil(t, "the first member owns every lane", func() bool { return e.takeovers() >= partitions })
+			e.produce(ctx, 100)
+			b := e.start(ctx, false, modB)
+			select {
+			case <-fired:
+			case <-time.After(time.Minute):
+				t.Fatalf("the crash point %s was never reached", tc.point)
+			}
+			crashed := a
+			if !tc.first {
+				crashed = b
+			}
+			<-crashed.done
+			if !errors.Is(crashed.err, errCrash) {
+				t.Fatalf("the crashed member returned %v", crashed.err)
+			}
+			restarted := e.start(ctx, false, nil)
+			e.produce(ctx, 100)
+			e.waitCommitted(ctx)
+			for _, m := range []*member{a, b, restarted} {
+				if m != crashed {
+					m.halt(t)
+				}
+			}
+			e.check(ctx)
+		})
+	}
+}
