@@ -12,7 +12,8 @@
 // proxy signs for the proxy's host and MinIO accepts the signature. Rules
 // fire on matching requests with a probability (a seeded generator; the
 // seed is logged and can be fixed with FAULTPROXY_SEED) and/or for the next
-// N matches. Rules can be added and removed while requests are in flight.
+// N matches; a rule's Gate holds the requests it fires on until the test
+// lets them go. Rules can be added and removed while requests are in flight.
 // The proxy counts requests and injected faults per kind, so a test can
 // assert that the faults really happened, and the upstream's replies per
 // kind and status. It keeps an audit log of the object writes (PutObject

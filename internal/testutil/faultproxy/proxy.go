@@ -87,6 +87,11 @@ type Rule struct {
 	Times int
 	// Delay is waited before the action (for Forward, the whole fault).
 	Delay time.Duration
+	// Gate, if set, holds the request (after Delay) until it is closed:
+	// a test lets a held write land when it chooses, e.g. once the
+	// writer's lease has moved to another process. A request whose client
+	// goes away while held is dropped, never forwarded.
+	Gate <-chan struct{}
 }
 
 // RuleID identifies a rule added to a Proxy.
@@ -388,6 +393,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-p.closing:
 			t.Stop()
+			reset(w)
+			return
+		}
+	}
+	if ru.Gate != nil {
+		select {
+		case <-ru.Gate:
+		case <-r.Context().Done():
+			return
+		case <-p.closing:
 			reset(w)
 			return
 		}
