@@ -8,19 +8,24 @@ package main
 // session timeouts and SIGCONT (a zombie whose partitions moved while it
 // slept), a process started (scale up, at most 4) and SIGTERM (scale down:
 // a clean handoff, exit 0; the slot is filled again by a later scale up).
-// Then every process must exit 0 on its own (bounded: once every lane is
-// finished), and:
+// While the events happen the proxy holds each part upload for a while (a
+// slow S3), so that the job is still running when they end. If the events
+// made no zombie that the fence stopped, one is made: a process's HEAD
+// write is held in the proxy while the process sleeps and let go once
+// another process took the lane over. Then every process must exit 0 on
+// its own (bounded: once every lane is finished), and:
 //   - every committed input record is in the visible output exactly once,
 //     in a part file of its partition, and no record of an aborted
 //     transaction;
 //   - no visible key was written twice (the proxy's audit log: two
 //     successful PutObject or CompleteMultipartUpload of one key), and every
 //     visible object is one logged write;
-//   - the fence was exercised: a lane HEAD write lost with 412 when a
-//     process was paused (one pause is forced if the schedule had none);
+//   - the fence was exercised: a lane HEAD write lost with 412;
 //   - after a further run of the same command, which finds the job
 //     finished, no multipart upload and no staging object is left, and
 //     `filesink verify` passes.
+// The seed of the schedule is logged (FILESINK_CHAOS_SEED replays it), and
+// the processes' logs are kept when the test fails.
 
 import (
 	"bufio"
@@ -38,6 +43,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,11 +65,24 @@ const (
 	groupChaosRecords = groupChaosPartitions * 20000
 	// groupChaosEvents is the number of events of `go test`;
 	// FILESINK_GROUP_CHAOS_EVENTS sets another (make chaos).
-	groupChaosEvents = 50
+	groupChaosEvents   = 50
 	groupChaosMaxProcs = 4
 	groupChaosStart    = 3 // processes at the start
 	groupChaosGroup    = "chaos"
 	groupChaosSession  = time.Second
+	// groupChaosRebalance is the rebalance timeout. kfake waits that long
+	// for a member killed in the middle of a JoinGroup, which it still
+	// counts as joined, and for the SyncGroup of one killed after it, and it
+	// restarts the wait at every change of the members; with 20 s, kill -9
+	// every few hundred ms kept the group from completing a rebalance for
+	// minutes. 3 s still gives a handoff (one final checkpoint per lane)
+	// ample time.
+	groupChaosRebalance = 3 * time.Second
+	// The proxy holds every part upload for groupChaosHoldMin during the
+	// events, twice as long (up to groupChaosHoldMax) whenever the job
+	// runs ahead of them, so that it is still running when they end.
+	groupChaosHoldMin = 500 * time.Millisecond
+	groupChaosHoldMax = 8 * time.Second
 	// groupChaosPause is how long a zombie sleeps: three session timeouts,
 	// so the group surely gave its partitions to others.
 	groupChaosPause = 3 * groupChaosSession
@@ -87,7 +106,9 @@ type groupMember struct {
 	termed    bool      // it got SIGTERM: it must exit 0
 }
 
-func (m *groupMember) String() string { return fmt.Sprintf("p%d (run %d, pid %d)", m.slot, m.run, m.p.PID()) }
+func (m *groupMember) String() string {
+	return fmt.Sprintf("p%d (run %d, pid %d)", m.slot, m.run, m.p.PID())
+}
 
 // groupChaos is the test's world: the broker, MinIO behind the proxy, the
 // CLI, the input, and the processes.
@@ -124,9 +145,7 @@ func TestChaosGroup(t *testing.T) {
 		g.start(i)
 	}
 	g.chaos()
-	if g.counts["zombie"] == 0 && !g.done {
-		g.forceZombie()
-	}
+	g.forceFence()
 	g.drain()
 	g.finalRun()
 	g.checkOutput()
@@ -161,8 +180,12 @@ func newGroupChaos(t *testing.T) *groupChaos {
 	g.cutHeadReplies()
 	g.sink = "s3://" + g.bucket + "/" + s3ChaosPrefix
 	g.state = g.sink + "/_filesink"
-	g.args = []string{"run", "--source", "kafka://" + broker.Addr + "/" + groupChaosTopic, "--group", groupChaosGroup, "--bounded",
-		"--session-timeout", groupChaosSession.String(), "--rebalance-timeout", "20s", "--checkpoint-interval", "200ms",
+	// Not fetch_max_bytes to slow the lanes down: kfake leaves out the
+	// aborted transactions of a partition whose data a fetch's total
+	// limit cuts, and read_committed consumers then get aborted records.
+	src := fmt.Sprintf("kafka://%s/%s", broker.Addr, groupChaosTopic)
+	g.args = []string{"run", "--source", src, "--group", groupChaosGroup, "--bounded",
+		"--session-timeout", groupChaosSession.String(), "--rebalance-timeout", groupChaosRebalance.String(), "--checkpoint-interval", "200ms",
 		"--sink", g.sink, "--s3-endpoint", g.proxy.URL(), "--s3-path-style", "--progress", "off"}
 	if os.Getenv("FILESINK_CHAOS_LOG_DIR") != "" {
 		g.args = append(g.args, "--log-level", "debug")
@@ -197,10 +220,10 @@ func isLaneHead(p string) bool {
 	return strings.Contains(p, "/"+groupChaosLanes) && strings.HasSuffix(p, "/HEAD")
 }
 
-// makeLogDir makes the directory of the processes' logs. It is kept if the
-// test fails (in $FILESINK_CHAOS_LOG_DIR if set), with the schedule and the
-// proxy's log of object writes, and removed otherwise. The cleanup also
-// kills the processes still running.
+// makeLogDir makes the directory of the processes' logs. It is kept, with
+// the schedule and the proxy's log of object writes, if the test fails or
+// $FILESINK_CHAOS_LOG_DIR is set (it is made there then), and removed
+// otherwise. The cleanup also kills the processes still running.
 func (g *groupChaos) makeLogDir() {
 	t := g.t
 	dir, err := os.MkdirTemp(os.Getenv("FILESINK_CHAOS_LOG_DIR"), "filesink-chaos-group-")
@@ -215,7 +238,7 @@ func (g *groupChaos) makeLogDir() {
 				m.p.Kill()
 			}
 		}
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("FILESINK_CHAOS_LOG_DIR") == "" {
 			os.RemoveAll(dir)
 			return
 		}
@@ -253,12 +276,18 @@ func (g *groupChaos) start(slot int) {
 	defer f.Close() // the child has its own descriptor
 	cmd := exec.Command(g.bin, g.args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	// The SDK adds "app/ID" to its User-Agent: the proxy tells the
+	// processes apart by it.
+	cmd.Env = append(os.Environ(), "AWS_SDK_UA_APP_ID="+groupAppID(g.runs))
 	p, err := proc.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.members[slot] = &groupMember{slot: slot, run: g.runs, p: p, log: name}
 }
+
+// groupAppID names the process run n to the proxy.
+func groupAppID(n int) string { return fmt.Sprintf("filesink-chaos-run%04d", n) }
 
 // logTail returns the last n lines of a member's log.
 func (m *groupMember) logTail(n int) string {
@@ -291,9 +320,38 @@ func (g *groupChaos) reap() {
 			g.done = true
 			g.checkLanesDone(m)
 		default:
-			t.Errorf("%v ended on its own with %s; only a process that got SIGKILL may end otherwise than with exit 0; its log ends:\n%s", m, m.p.State(), m.logTail(30))
+			t.Errorf("%v ended on its own with %s; only a process that got SIGKILL may end otherwise than with exit 0%s; its log ends:\n%s",
+				m, m.p.State(), g.diagnose(m), m.logTail(30))
 		}
 	}
+}
+
+// uploadGone matches the error of a checkpoint that found the multipart
+// upload of one of its part files gone.
+var uploadGone = regexp.MustCompile(`multipart upload \S+ of s3://\S+/(part-([^ ]+)\.([0-9]+)-e([0-9]+)-0-\S+) no longer exists`)
+
+// diagnose explains a known failure in a member's log ("" if none).
+func (g *groupChaos) diagnose(m *groupMember) string {
+	b, err := os.ReadFile(m.log)
+	if err != nil {
+		return ""
+	}
+	f := uploadGone.FindSubmatch(b)
+	if f == nil {
+		return ""
+	}
+	epoch := "?"
+	if lanes, err := g.readLanes(); err == nil {
+		for _, l := range lanes {
+			if l.head.Topic == string(f[2]) && strconv.Itoa(int(l.head.Partition)) == string(f[3]) {
+				epoch = strconv.FormatUint(l.head.Epoch, 10)
+			}
+		}
+	}
+	return fmt.Sprintf(". It is group mode's, not the harness's: the process held lane %s/%s at epoch %s; while it was paused or slow, the lane's next owner (its HEAD now has epoch %s) "+
+		"swept the older epochs' staging at its takeover, aborting the upload of %s; the process's next checkpoint of that lane then called the upload's loss \"data loss\" and the process exited, "+
+		"where the lane should have stopped as fenced (nothing of it is lost: the new owner reads again from the lane's decided checkpoint) and the process gone on",
+		f[2], f[3], f[4], epoch, f[1])
 }
 
 // live returns the members that run and may get an event: not paused, and
@@ -342,33 +400,57 @@ func (g *groupChaos) wake(all bool) {
 }
 
 // chaos runs the events, one every 100 to 400 ms, until there were
-// g.nEvents or the job finished.
+// g.nEvents or the job finished (which fails the test: the events must
+// land while it runs). The proxy holds the part uploads meanwhile (see
+// groupChaosHoldMin), longer whenever the job runs ahead of the events.
 func (g *groupChaos) chaos() {
 	start := time.Now()
+	hold := groupChaosHoldMin
+	rule := g.holdParts(hold)
+	defer func() { g.proxy.Remove(rule) }()
 	for i := 0; i < g.nEvents; i++ {
 		time.Sleep(groupChaosGapMin + time.Duration(g.rng.Int64N(int64(groupChaosGapRand))))
 		g.reap()
 		g.wake(false)
 		if g.done {
-			g.t.Errorf("the job finished after %d of %d events (%v): the input of %d records is too small to keep the processes busy while the events happen",
-				i, g.nEvents, time.Since(start).Round(time.Millisecond), groupChaosRecords)
+			g.t.Errorf("the job finished after %d of %d events (%v), with the proxy holding each part upload %v: the events must land while it runs",
+				i, g.nEvents, time.Since(start).Round(time.Millisecond), hold)
 			return
 		}
 		g.event(i)
-		if i%10 == 9 {
-			g.note("after %d events: %s", i+1, g.progress())
+		if i%10 != 9 {
+			continue
+		}
+		next, end, text := g.progress()
+		g.note("after %d events: %s; the proxy holds each part upload %v", i+1, text, hold)
+		if end > 0 && float64(next)/float64(end) > 0.9*float64(i+1)/float64(g.nEvents) && hold < groupChaosHoldMax {
+			hold = min(2*hold, groupChaosHoldMax)
+			g.proxy.Remove(rule)
+			rule = g.holdParts(hold)
 		}
 	}
-	g.note("%d events in %v: %v; %s", g.nEvents, time.Since(start).Round(time.Millisecond), g.counts, g.progress())
+	_, _, text := g.progress()
+	g.note("%d events in %v: %v; %s", g.nEvents, time.Since(start).Round(time.Millisecond), g.counts, text)
 }
 
-// progress says how far the lanes' decided checkpoints are.
-func (g *groupChaos) progress() string {
+// holdParts makes the proxy hold each upload of a part file's data for d
+// (a slow S3), and returns the rule.
+func (g *groupChaos) holdParts(d time.Duration) faultproxy.RuleID {
+	parts := "/" + g.bucket + "/" + s3ChaosPrefix + "/part-"
+	return g.proxy.Add(faultproxy.Rule{
+		Kinds:  []faultproxy.Kind{faultproxy.UploadPart},
+		Match:  func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, parts) },
+		Action: faultproxy.Forward, Delay: d,
+	})
+}
+
+// progress says how far the lanes' decided checkpoints are: the offsets
+// decided and the lanes' end offsets, summed, and as text.
+func (g *groupChaos) progress() (next, end int64, text string) {
 	lanes, err := g.readLanes()
 	if err != nil {
-		return err.Error()
+		return 0, 0, err.Error()
 	}
-	var next, end int64
 	done := 0
 	for _, l := range lanes {
 		next, end = next+max(l.next, 0), end+max(l.end, 0)
@@ -376,7 +458,7 @@ func (g *groupChaos) progress() string {
 			done++
 		}
 	}
-	return fmt.Sprintf("%d lanes with a HEAD, %d done, decided %d of %d offsets", len(lanes), done, next, end)
+	return next, end, fmt.Sprintf("%d lanes with a HEAD, %d done, decided %d of %d offsets", len(lanes), done, next, end)
 }
 
 // event draws one event among those possible now and makes it happen.
@@ -388,10 +470,14 @@ func (g *groupChaos) event(i int) {
 		"scale-up":   g.freeSlot() >= 0,
 		"scale-down": len(busy) >= 2,
 	}
+	up := 25
+	if len(live) < groupChaosStart {
+		up = 75 // back to 3 or 4 processes soon
+	}
 	weights := []struct {
 		kind string
 		w    int
-	}{{"kill9", 35}, {"zombie", 20}, {"scale-up", 20}, {"scale-down", 25}}
+	}{{"kill9", 25}, {"zombie", 25}, {"scale-up", up}, {"scale-down", 25}}
 	total := 0
 	for _, w := range weights {
 		if possible[w.kind] {
@@ -421,9 +507,14 @@ func (g *groupChaos) event(i int) {
 		g.note("event %d: kill -9 %v%s; restarted", i, m, map[bool]string{true: " (handing off after SIGTERM)"}[m.termed])
 		g.start(m.slot)
 	case "zombie":
-		m := busy[g.rng.IntN(len(busy))]
+		// An owner of lanes if there is one: its lanes move while it sleeps.
+		cand := busy
+		if owners := g.owners(busy); len(owners) > 0 {
+			cand = owners
+		}
+		m := cand[g.rng.IntN(len(cand))]
 		g.pause(m)
-		g.note("event %d: SIGSTOP %v for %v", i, m, groupChaosPause)
+		g.note("event %d: SIGSTOP %v for %v (it owns %d unfinished lane(s))", i, m, groupChaosPause, g.owned(m))
 	case "scale-up":
 		slot := g.freeSlot()
 		g.start(slot)
@@ -445,25 +536,141 @@ func (g *groupChaos) pause(m *groupMember) {
 	m.pausedAt = time.Now()
 }
 
-// forceZombie pauses one process for groupChaosPause while another runs,
-// when the schedule had no pause: the fence must be exercised.
-func (g *groupChaos) forceZombie() {
+// owned returns how many unfinished lanes' HEADs name m as their owner.
+func (g *groupChaos) owned(m *groupMember) int {
+	lanes, err := g.readLanes()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, l := range lanes {
+		if !l.head.Done && l.head.Owner.PID == m.p.PID() {
+			n++
+		}
+	}
+	return n
+}
+
+// owners returns the members of ms that own an unfinished lane.
+func (g *groupChaos) owners(ms []*groupMember) []*groupMember {
+	var out []*groupMember
+	for _, m := range ms {
+		if g.owned(m) > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// lost412 counts the lane HEAD writes that lost with 412.
+func (g *groupChaos) lost412() int {
+	return g.proxy.CountReplies(faultproxy.PutObject, http.StatusPreconditionFailed, groupChaosLanes)
+}
+
+// forceFence makes a zombie that the fence must stop, when the events made
+// none (no lane HEAD write lost with 412): while nearly every event changes
+// the group's members, the group rebalances most of the time, and a paused
+// process seldom owns a lane that moves while it sleeps. Up to three
+// times: once the group has settled, the next HEAD write of a lane being
+// worked on is held in the proxy and its writer paused; when another
+// process has taken the lane over, the held write is let go (a paused
+// process's late write) and must lose with 412; the writer sleeps
+// groupChaosPause in all, then wakes.
+func (g *groupChaos) forceFence() {
+	for attempt := 1; attempt <= 3 && g.lost412() == 0 && !g.done; attempt++ {
+		g.fenceAttempt(attempt)
+	}
+}
+
+func (g *groupChaos) fenceAttempt(attempt int) {
+	g.wake(true)
 	for len(g.live(false)) < 2 && g.freeSlot() >= 0 {
 		slot := g.freeSlot()
 		g.start(slot)
-		g.note("forced pause: started %v to take the partitions over", g.members[slot])
+		g.note("forced zombie %d: started %v to take the lanes over", attempt, g.members[slot])
 	}
-	busy := g.live(false)
-	if len(busy) < 2 {
-		g.t.Errorf("no pause happened, and one cannot be forced: %d running processes", len(busy))
-		return
+	since := time.Now()
+	var m *groupMember
+	var lane groupLane
+	for deadline := since.Add(time.Minute); m == nil; time.Sleep(50 * time.Millisecond) {
+		g.reap()
+		if g.done || time.Now().After(deadline) {
+			g.note("forced zombie %d: no lane was worked on within a minute (job finished: %v)", attempt, g.done)
+			return
+		}
+		if len(g.live(false)) >= 2 {
+			m, lane = g.busyOwnerSince(since)
+		}
 	}
-	m := busy[g.rng.IntN(len(busy))]
+	key := "/" + g.bucket + "/" + groupChaosLanes + fmt.Sprintf("%s/%d/HEAD", lane.head.Topic, lane.head.Partition)
+	gate := make(chan struct{})
+	ua := "app/" + groupAppID(m.run)
+	hold := g.proxy.Add(faultproxy.Rule{
+		Kinds: []faultproxy.Kind{faultproxy.PutObject}, Times: 1, Action: faultproxy.Forward, Gate: gate,
+		Match: func(r *http.Request) bool {
+			return r.URL.Path == key && slices.Contains(strings.Fields(r.Header.Get("User-Agent")), ua)
+		},
+	})
+	release := sync.OnceFunc(func() { close(gate) })
+	defer g.proxy.Remove(hold)
+	defer release()
+	for deadline := time.Now().Add(10 * time.Second); g.proxy.Fired(hold) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) || m.p.Exited() {
+			g.note("forced zombie %d: %v wrote no HEAD of lane %s/%d within 10s (exited: %v)", attempt, m, lane.head.Topic, lane.head.Partition, m.p.Exited())
+			return
+		}
+	}
 	g.pause(m)
 	g.counts["zombie"]++
-	g.note("forced pause (the schedule had none): SIGSTOP %v for %v", m, groupChaosPause)
-	time.Sleep(groupChaosPause)
+	g.note("forced zombie %d (no lane HEAD write had lost with 412 yet): SIGSTOP %v while the proxy holds its write of %s (epoch %d)",
+		attempt, m, key, lane.head.Epoch)
+	moved := g.waitTakeover(lane, 30*time.Second)
+	before := g.lost412()
+	release()
+	for deadline := time.Now().Add(5 * time.Second); g.lost412() == before && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(max(0, groupChaosPause-time.Since(m.pausedAt)))
 	g.wake(true)
+	g.note("forced zombie %d: lane taken over by another process while the writer slept: %v; the held write let go; %d lane HEAD write(s) lost with 412 so far",
+		attempt, moved, g.lost412())
+}
+
+// waitTakeover waits up to d for another owner epoch of lane, and says
+// whether it came.
+func (g *groupChaos) waitTakeover(lane groupLane, d time.Duration) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		lanes, err := g.readLanes()
+		if err != nil {
+			continue
+		}
+		for _, l := range lanes {
+			if l.head.Topic == lane.head.Topic && l.head.Partition == lane.head.Partition && l.head.Epoch > lane.head.Epoch {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// busyOwnerSince returns a running member (not paused, not handing off)
+// that wrote the HEAD of an unfinished lane after t, and the lane.
+func (g *groupChaos) busyOwnerSince(t time.Time) (*groupMember, groupLane) {
+	lanes, err := g.readLanes()
+	if err != nil {
+		return nil, groupLane{}
+	}
+	for _, l := range lanes {
+		if l.head.Done || !l.head.Updated.After(t) {
+			continue
+		}
+		for _, m := range g.live(false) {
+			if m.p.PID() == l.head.Owner.PID {
+				return m, l
+			}
+		}
+	}
+	return nil, groupLane{}
 }
 
 // drain wakes every paused process and waits, up to groupChaosDrain, for
@@ -700,9 +907,9 @@ func (g *groupChaos) checkWrites() {
 // checkFence checks that a lane HEAD write lost with 412 when a process
 // was paused: the zombie's, or a takeover's that raced another.
 func (g *groupChaos) checkFence() {
-	n := g.proxy.CountReplies(faultproxy.PutObject, http.StatusPreconditionFailed, groupChaosLanes)
-	fenced := g.logCount("fenced")
-	g.note("lane HEAD writes: %d lost with 412; %d log line(s) of the processes mention \"fenced\"", n, fenced)
+	n := g.lost412()
+	g.note("lane HEAD writes: %d lost with 412; the processes logged %d takeover(s) and %d fenced lane(s)",
+		n, g.logCount(`msg="lane taken over"`), g.logCount(`msg="lane fenced`))
 	if g.counts["zombie"] > 0 && n == 0 {
 		g.t.Errorf("%d process(es) were paused for %v (3 session timeouts) while the others ran, but no write of a lane HEAD (%s*/HEAD) got 412: the fence was never exercised",
 			g.counts["zombie"], groupChaosPause, groupChaosLanes)
@@ -729,7 +936,7 @@ func (g *groupChaos) logCount(s string) int {
 func (g *groupChaos) checkClean() {
 	t := g.t
 	ctx := t.Context()
-	var uploads []string
+	var left []string
 	up := s3api.NewListMultipartUploadsPaginator(g.client, &s3api.ListMultipartUploadsInput{Bucket: &g.bucket})
 	for up.HasMorePages() {
 		page, err := up.NextPage(ctx)
@@ -737,15 +944,9 @@ func (g *groupChaos) checkClean() {
 			t.Fatal(err)
 		}
 		for _, u := range page.Uploads {
-			uploads = append(uploads, aws.ToString(u.Key)+" (upload "+aws.ToString(u.UploadId)+")")
+			left = append(left, fmt.Sprintf("the multipart upload %s of %s", aws.ToString(u.UploadId), aws.ToString(u.Key)))
 		}
 	}
-	if len(uploads) > 0 {
-		slices.Sort(uploads)
-		t.Errorf("%d incomplete multipart upload(s) left after every lane finished and a further run found the job finished (the lanes' staging of older epochs is not swept), e.g. %v",
-			len(uploads), uploads[:min(5, len(uploads))])
-	}
-	var staging []string
 	prefix := s3ChaosPrefix + "/" + s3sink.StagingDir + "/"
 	sp := s3api.NewListObjectsV2Paginator(g.client, &s3api.ListObjectsV2Input{Bucket: &g.bucket, Prefix: &prefix})
 	for sp.HasMorePages() {
@@ -754,17 +955,56 @@ func (g *groupChaos) checkClean() {
 			t.Fatal(err)
 		}
 		for _, o := range page.Contents {
-			staging = append(staging, aws.ToString(o.Key))
+			left = append(left, "the staging object "+aws.ToString(o.Key))
 		}
 	}
-	if len(staging) > 0 {
-		slices.Sort(staging)
-		t.Errorf("%d staging object(s) left under %s after every lane finished and a further run found the job finished, e.g. %v",
-			len(staging), prefix, staging[:min(5, len(staging))])
+	if len(left) > 0 {
+		slices.Sort(left)
+		var lines []string
+		for _, l := range left[:min(6, len(left))] {
+			lines = append(lines, "  "+l+g.stagingDiagnosis(l))
+		}
+		t.Errorf("%d incomplete upload(s) and staging object(s) left after every lane finished and a further run of the same command found the job finished (nothing swept them):\n%s",
+			len(left), strings.Join(lines, "\n"))
 	}
 	if out, err := g.cliDirect("verify", "--sink", g.sink); err != nil {
 		t.Errorf("filesink verify --sink %s: %v\n%s", g.sink, err, lastLines(out, 20))
 	}
+}
+
+// stagingPart finds the lane and owner epoch in the name of a part file or
+// of its staging object.
+var stagingPart = regexp.MustCompile(`part-([^/ ]+)\.([0-9]+)-e([0-9]+)-0-`)
+
+// stagingDiagnosis says, for a leftover upload or staging object, where its
+// lane is and whether a process logged that the owner epoch that wrote it
+// was fenced.
+func (g *groupChaos) stagingDiagnosis(what string) string {
+	f := stagingPart.FindStringSubmatch(what)
+	if f == nil {
+		return ""
+	}
+	topic, part, epoch := f[1], f[2], f[3]
+	head := "no HEAD"
+	if lanes, err := g.readLanes(); err == nil {
+		for _, l := range lanes {
+			if l.head.Topic == topic && strconv.Itoa(int(l.head.Partition)) == part {
+				head = fmt.Sprintf("HEAD at epoch %d, done=%v", l.head.Epoch, l.head.Done)
+			}
+		}
+	}
+	fenced := "no process logged that epoch's lane as fenced"
+	names, _ := filepath.Glob(filepath.Join(g.logDir, "p*-run*.log"))
+	slices.Sort(names)
+	needle := fmt.Sprintf(`msg="lane fenced: another process took it over; this process publishes nothing more of it" lane=%s/%s epoch=%s `, topic, part, epoch)
+	for _, name := range names {
+		if b, err := os.ReadFile(name); err == nil && strings.Contains(string(b), needle) {
+			fenced = fmt.Sprintf("%s logged that epoch's lane as fenced: its fenced sweep keeps what the checkpoint it tried to decide references, "+
+				"and the later takeovers of a finished lane (\"lane finished earlier: nothing to read\") do not sweep older epochs", filepath.Base(name))
+			break
+		}
+	}
+	return fmt.Sprintf(" (lane %s/%s, written at owner epoch %s; the lane's %s; %s)", topic, part, epoch, head, fenced)
 }
 
 // checkLanesDone checks, when a process exited 0 on its own, that every
