@@ -127,6 +127,7 @@ type groupChaos struct {
 	seed    uint64
 	nEvents int
 	logDir  string
+	began   time.Time // when the first process started
 
 	members  [groupChaosMaxProcs]*groupMember
 	runs     int            // processes started
@@ -141,6 +142,7 @@ func TestChaosGroup(t *testing.T) {
 		t.Skip("needs SIGKILL, SIGSTOP and SIGCONT")
 	}
 	g := newGroupChaos(t)
+	g.began = time.Now()
 	for i := range groupChaosStart {
 		g.start(i)
 	}
@@ -258,7 +260,7 @@ func (g *groupChaos) makeLogDir() {
 // note logs an event and keeps it for the schedule.
 func (g *groupChaos) note(format string, args ...any) {
 	g.t.Helper()
-	s := fmt.Sprintf(format, args...)
+	s := fmt.Sprintf("%6.2fs ", time.Since(g.began).Seconds()) + fmt.Sprintf(format, args...)
 	g.schedule = append(g.schedule, s)
 	g.t.Log(s)
 }
@@ -501,7 +503,14 @@ func (g *groupChaos) event(i int) {
 	g.counts[kind]++
 	switch kind {
 	case "kill9":
-		m := live[g.rng.IntN(len(live))]
+		// Mostly a process at work; one in five draws also takes those
+		// handing off after SIGTERM (kill -9 in the middle of a handoff),
+		// the others are left to exit 0.
+		cand := busy
+		if len(cand) == 0 || g.rng.IntN(5) == 0 {
+			cand = live
+		}
+		m := cand[g.rng.IntN(len(cand))]
 		m.p.Kill()
 		g.members[m.slot] = nil
 		g.note("event %d: kill -9 %v%s; restarted", i, m, map[bool]string{true: " (handing off after SIGTERM)"}[m.termed])
