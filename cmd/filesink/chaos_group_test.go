@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // The black-box chaos test of group mode (docs/scale-out.md): three to four
@@ -39,7 +41,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,9 +139,6 @@ type groupChaos struct {
 
 // TestChaosGroup: see the comment at the top of the file.
 func TestChaosGroup(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("needs SIGKILL, SIGSTOP and SIGCONT")
-	}
 	g := newGroupChaos(t)
 	g.began = time.Now()
 	for i := range groupChaosStart {
