@@ -3,14 +3,15 @@ package group_test
 // Group mode beside one process, measured in the same run:
 //
 //   - BenchmarkGroupThroughput: the same bounded topic (12 partitions of
-//     1 KiB JSON lines, in-process kfake) into the same MinIO, once by one
+//     1 KiB JSON lines, on kfakebroker in a process of its own) into the
+//     same MinIO, once by one
 //     process in today's mode (pipeline.Run, the Kafka source, one file
 //     sink over S3) and once by one process in group mode (group.Run, a
 //     lane per partition), alternating; each reports MB/s of record values
-//     and group/single as ratio-%. The group run goes through the fault
-//     proxy (injecting nothing) to count its S3 requests per lane
-//     checkpoint, from which req/s-1000p-10s is the rate a fleet running
-//     1,000 active partitions at a 10 s interval would make.
+//     and CPU s per op, and group/single as ratio-%. The group run counts
+//     its S3 requests (in the client) per lane checkpoint, from which
+//     req/s-1000p-10s is the rate a fleet running 1,000 active partitions
+//     at a 10 s interval would make.
 //   - BenchmarkGroupHandoff: three members, records produced all along;
 //     each op stops one member (as SIGTERM does) and measures until every
 //     lane it held was decided by a checkpoint of its new owner; the
@@ -26,17 +27,21 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/group"
-	"github.com/filesink/filesink/internal/testutil/faultproxy"
+	"github.com/filesink/filesink/internal/testutil/cputime"
 	"github.com/filesink/filesink/internal/testutil/kafkatest"
 	"github.com/filesink/filesink/internal/testutil/miniotest"
 	"github.com/filesink/filesink/pipeline"
@@ -51,25 +56,34 @@ func benchRecords() int {
 	return 10_000
 }
 
+// benchBroker starts kfakebroker in a process of its own (as a Kafka
+// broker is remote: its CPU is not the benchmark's) with the topic, and
+// returns its address and a producer client.
+func benchBroker(b *testing.B) ([]string, *kgo.Client) {
+	bp := kafkatest.StartBroker(b, kafkatest.BuildBroker(b), []kafkatest.Topic{{Name: topic, Partitions: partitions}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bp.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return []string{bp.Addr}, cl
+}
+
 // fillTopic produces n records of about 1 KiB to every partition and
 // returns the bytes of their values.
-func fillTopic(b *testing.B, kc *kafkatest.Cluster, n int) int64 {
-	pad := make([]byte, 1000)
-	for i := range pad {
-		pad[i] = 'x'
-	}
+func fillTopic(b *testing.B, cl *kgo.Client, n int) int64 {
+	pad := strings.Repeat("x", 1000)
 	var total int64
 	for p := range int32(partitions) {
-		for start := 0; start < n; start += 1000 {
-			var vals [][]byte
-			for i := start; i < min(start+1000, n); i++ {
-				v := fmt.Appendf(nil, `{"id":"%d-%d","pad":"%s"}`, p, i, pad)
-				vals = append(vals, v)
-				total += int64(len(v))
-			}
-			if _, err := kc.Produce(b.Context(), topic, p, vals...); err != nil {
-				b.Fatal(err)
-			}
+		var recs []*kgo.Record
+		for i := range n {
+			v := fmt.Appendf(nil, `{"id":"%d-%d","pad":"%s"}`, p, i, pad)
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: v})
+			total += int64(len(v))
+		}
+		if err := cl.ProduceSync(b.Context(), recs...).FirstErr(); err != nil {
+			b.Fatal(err)
 		}
 	}
 	return total
@@ -77,16 +91,24 @@ func fillTopic(b *testing.B, kc *kafkatest.Cluster, n int) int64 {
 
 func BenchmarkGroupThroughput(b *testing.B) {
 	ctx := b.Context()
-	kc := kafkatest.Start(b, kafkatest.Topic{Name: topic, Partitions: partitions})
-	bytes := fillTopic(b, kc, benchRecords())
+	addrs, cl := benchBroker(b)
+	bytes := fillTopic(b, cl, benchRecords())
 	srv := minio.Shared(b)
-	var single, grouped time.Duration
+	var single, grouped, singleCPU, groupCPU time.Duration
 	var reqs, laneCkpts int64
 	for i := range b.N {
 		runs := []func(){
-			func() { single += runSingle(b, ctx, kc, srv.Client(b), srv.NewBucket(b)) },
 			func() {
-				d, r, c := runGroup(b, ctx, kc, srv)
+				c0, _ := cputime.Process()
+				single += runSingle(b, ctx, addrs, srv.Client(b), srv.NewBucket(b))
+				c1, _ := cputime.Process()
+				singleCPU += c1 - c0
+			},
+			func() {
+				c0, _ := cputime.Process()
+				d, r, c := runGroup(b, ctx, addrs, srv)
+				c1, _ := cputime.Process()
+				groupCPU += c1 - c0
 				grouped += d
 				reqs += r
 				laneCkpts += c
@@ -94,6 +116,12 @@ func BenchmarkGroupThroughput(b *testing.B) {
 		}
 		if i%2 == 1 {
 			slices.Reverse(runs)
+		}
+		switch os.Getenv("FILESINK_GROUP_BENCH_ONLY") { // profiling one side
+		case "group":
+			runs = []func(){runs[(i+1)%2]}
+		case "single":
+			runs = []func(){runs[i%2]}
 		}
 		for _, run := range runs {
 			run()
@@ -103,6 +131,8 @@ func BenchmarkGroupThroughput(b *testing.B) {
 	b.ReportMetric(mbs(single), "single-MB/s")
 	b.ReportMetric(mbs(grouped), "group-MB/s")
 	b.ReportMetric(100*single.Seconds()/grouped.Seconds(), "ratio-%")
+	b.ReportMetric(singleCPU.Seconds()/float64(b.N), "single-cpu-s/op")
+	b.ReportMetric(groupCPU.Seconds()/float64(b.N), "group-cpu-s/op")
 	if laneCkpts > 0 {
 		per := float64(reqs) / float64(laneCkpts)
 		b.ReportMetric(per, "req/lane-ckpt")
@@ -112,7 +142,7 @@ func BenchmarkGroupThroughput(b *testing.B) {
 
 // runSingle runs the topic through one process in today's mode and
 // returns how long it took.
-func runSingle(b *testing.B, ctx context.Context, kc *kafkatest.Cluster, client *s3api.Client, bucket string) time.Duration {
+func runSingle(b *testing.B, ctx context.Context, addrs []string, client *s3api.Client, bucket string) time.Duration {
 	st, err := s3.NewStore(client, bucket, "out/_filesink")
 	if err != nil {
 		b.Fatal(err)
@@ -125,13 +155,13 @@ func runSingle(b *testing.B, ctx context.Context, kc *kafkatest.Cluster, client 
 	if err != nil {
 		b.Fatal(err)
 	}
-	kcfg := kafka.Config{Brokers: kc.Addrs(), Topics: []string{topic}, Bounded: true}
+	kcfg := kafka.Config{Brokers: addrs, Topics: []string{topic}, Bounded: true}
 	start := time.Now()
 	res, err := pipeline.Run(ctx, pipeline.Config{
 		OpenSource: func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
 			return kafka.Open(ctx, kcfg, pos)
 		},
-		Store: st, Sinks: []pipeline.Sink{w}, CheckpointInterval: time.Second,
+		Store: st, Sinks: []pipeline.Sink{w}, CheckpointInterval: benchInterval(),
 		CommitterOptions: []committer.Option{committer.WithRetain(1)},
 	})
 	if err != nil || !res.EndOfInput {
@@ -140,18 +170,27 @@ func runSingle(b *testing.B, ctx context.Context, kc *kafkatest.Cluster, client 
 	return time.Since(start)
 }
 
-// runGroup runs the topic through one process in group mode, through the
-// fault proxy, and returns how long until its last lane finished, its S3
-// requests and its lane checkpoints.
-func runGroup(b *testing.B, ctx context.Context, kc *kafkatest.Cluster, srv *miniotest.Server) (time.Duration, int64, int64) {
-	proxy := faultproxy.New(b, srv.Endpoint())
-	e := &env{client: srv.ClientAt(b, proxy.URL()), bucket: srv.NewBucket(b), kc: kc, parts: partitions,
-		want: map[string]int{}, next: map[int32]int{}, end: map[int32]int64{}, epochs: map[kafka.LaneID][]uint64{}}
+// runGroup runs the topic through one process in group mode and returns
+// how long until its last lane finished, its S3 requests (counted by the
+// client, by operation) and its lane checkpoints.
+func runGroup(b *testing.B, ctx context.Context, addrs []string, srv *miniotest.Server) (time.Duration, int64, int64) {
+	var ops sync.Map // operation name -> *atomic.Int64
+	count := func(o *s3api.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("count", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				n, _ := ops.LoadOrStore(middleware.GetOperationName(ctx), new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+				return next.HandleInitialize(ctx, in)
+			}), middleware.After)
+		})
+	}
+	e := &env{client: srv.Client(b, count), bucket: srv.NewBucket(b), addrs: addrs, parts: partitions,
+		want: map[string]int{}, next: map[int32]int{}, end: map[int32]int64{}, offsets: map[int32][]int64{}, epochs: map[kafka.LaneID][]uint64{}}
 	e.t = b
 	var mu sync.Mutex
-	var last time.Time
+	var first, last time.Time
 	cfg := e.config(nil, true)
-	cfg.Pipeline.CheckpointInterval = time.Second
+	cfg.Pipeline.CheckpointInterval = benchInterval()
 	cfg.NewSinks = func(_ context.Context, l group.Lane) ([]pipeline.Sink, error) {
 		w, err := filesink.New(cfg.Backend, 0, filesink.WithPrefix(l.PartPrefix()), filesink.WithRollingPolicy(filesink.OnCheckpointPolicy{}), filesink.WithManifestWriter(l.Name))
 		if err != nil {
@@ -164,17 +203,30 @@ func runGroup(b *testing.B, ctx context.Context, kc *kafkatest.Cluster, srv *min
 		last = time.Now()
 		mu.Unlock()
 	}
+	cfg.Events.Assigned = func(kafka.LaneID, uint64, time.Duration) {
+		mu.Lock()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		mu.Unlock()
+	}
 	start := time.Now()
 	res, err := group.Run(ctx, cfg)
 	if err != nil || !res.Finished {
 		b.Fatalf("group: %+v, %v", res, err)
 	}
-	var reqs int64
-	for _, k := range faultproxy.Kinds() {
-		reqs += proxy.Requests(k)
-	}
 	mu.Lock()
 	defer mu.Unlock()
+	var reqs int64
+	kinds := map[string]int64{}
+	ops.Range(func(k, v any) bool {
+		n := v.(*atomic.Int64).Load()
+		kinds[k.(string)] = n
+		reqs += n
+		return true
+	})
+	b.Logf("group run: first takeover after %v, last lane done after %v; %d lane checkpoints, S3 requests by operation: %v",
+		first.Sub(start), last.Sub(start), res.Checkpoints, kinds)
 	return last.Sub(start), reqs, int64(res.Checkpoints)
 }
 
@@ -182,8 +234,8 @@ func BenchmarkGroupHandoff(b *testing.B) {
 	ctx := b.Context()
 	kc := kafkatest.Start(b, kafkatest.Topic{Name: topic, Partitions: partitions})
 	srv := minio.Shared(b)
-	e := &env{client: srv.Client(b), bucket: srv.NewBucket(b), kc: kc, parts: partitions,
-		want: map[string]int{}, next: map[int32]int{}, end: map[int32]int64{}, epochs: map[kafka.LaneID][]uint64{}}
+	e := &env{client: srv.Client(b), bucket: srv.NewBucket(b), kc: kc, addrs: kc.Addrs(), parts: partitions,
+		want: map[string]int{}, next: map[int32]int{}, end: map[int32]int64{}, offsets: map[int32][]int64{}, epochs: map[kafka.LaneID][]uint64{}}
 	e.t = b
 	// Records all along, so that every lane has something to decide.
 	pctx, stopProducing := context.WithCancel(ctx)
@@ -257,7 +309,7 @@ func (h *handoffs) start(ctx context.Context, e *env, k int) *member {
 			delete(h.owned[k], id)
 			h.mu.Unlock()
 		}
-		cfg.Events.Committed = func(id kafka.LaneID, _ int64) {
+		cfg.Events.Committed = func(id kafka.LaneID, _, _ int64) {
 			h.mu.Lock()
 			h.decided[id] = append(h.decided[id], laneEvent{member: k, at: time.Now()})
 			h.mu.Unlock()
@@ -325,4 +377,13 @@ func waitBalanced(b *testing.B, h *handoffs, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// benchInterval is the checkpoint interval of the throughput runs:
+// FILESINK_GROUP_BENCH_INTERVAL, default 10 s (the CLI's).
+func benchInterval() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("FILESINK_GROUP_BENCH_INTERVAL")); err == nil && d > 0 {
+		return d
+	}
+	return 10 * time.Second
 }

@@ -78,8 +78,10 @@ type Events struct {
 	Fenced func(lane kafka.LaneID)
 	// Stopped: the lane's run ended (released, fenced, lost or finished).
 	Stopped func(lane kafka.LaneID)
-	// Committed: the lane's checkpoint is committed up to offset next.
-	Committed func(lane kafka.LaneID, next int64)
+	// Committed: the lane's checkpoint is committed up to offset next;
+	// hwm is the partition's high watermark in the newest fetch (0 if
+	// unknown): hwm - next is the lane's lag.
+	Committed func(lane kafka.LaneID, next, hwm int64)
 }
 
 // Lane is one partition as one process runs it.

@@ -38,15 +38,17 @@ const topic = "orders"
 // for the output and the state, and the record of every lane takeover.
 type env struct {
 	t      testing.TB
-	kc     *kafkatest.Cluster
+	kc     *kafkatest.Cluster // nil when the broker is a process (benchmarks)
+	addrs  []string
 	client *s3api.Client
 	bucket string
 	parts  int
 
 	mu       sync.Mutex
-	want     map[string]int  // id -> 0, counted by check
-	next     map[int32]int   // records produced per partition
-	end      map[int32]int64 // offset after the last committed record produced
+	want     map[string]int    // id -> 0, counted by check
+	next     map[int32]int     // records produced per partition
+	end      map[int32]int64   // offset after the last committed record produced
+	offsets  map[int32][]int64 // every committed record's offset
 	epochs   map[kafka.LaneID][]uint64
 	fenced   atomic.Int64
 	produced atomic.Int64
@@ -56,8 +58,8 @@ func newEnv(t *testing.T, parts int) *env {
 	t.Helper()
 	kc := kafkatest.Start(t, kafkatest.Topic{Name: topic, Partitions: int32(parts)})
 	srv := minio.Shared(t)
-	e := &env{t: t, kc: kc, client: srv.Client(t), bucket: srv.NewBucket(t), parts: parts,
-		want: map[string]int{}, next: map[int32]int{}, end: map[int32]int64{}, epochs: map[kafka.LaneID][]uint64{}}
+	e := &env{t: t, kc: kc, addrs: kc.Addrs(), client: srv.Client(t), bucket: srv.NewBucket(t), parts: parts,
+		want: map[string]int{}, next: map[int32]int{}, end: map[int32]int64{}, offsets: map[int32][]int64{}, epochs: map[kafka.LaneID][]uint64{}}
 	return e
 }
 
@@ -83,6 +85,7 @@ func (e *env) produce(ctx context.Context, n int) {
 			e.t.Fatal(err)
 		}
 		e.mu.Lock()
+		e.offsets[p] = append(e.offsets[p], offs...)
 		// An unbounded lane's position passes its last committed record;
 		// it passes an aborted transaction's marker only when it reads a
 		// record after it.
@@ -107,7 +110,7 @@ func (e *env) config(stop <-chan struct{}, bounded bool) group.Config {
 	}
 	return group.Config{
 		Kafka: kafka.GroupConfig{
-			Config:         kafka.Config{Brokers: e.kc.Addrs(), Topics: []string{topic}, Bounded: bounded},
+			Config:         kafka.Config{Brokers: e.addrs, Topics: []string{topic}, Bounded: bounded},
 			Name:           "g",
 			SessionTimeout: 6 * time.Second, RebalanceTimeout: 20 * time.Second,
 		},
@@ -226,12 +229,65 @@ func (e *env) check(ctx context.Context) {
 	if missing+dup > 0 {
 		e.t.Fatalf("%d of %d records missing, %d duplicated, in %d files", missing, len(e.want), dup, files)
 	}
+	e.checkManifests(ctx)
 	for id, eps := range e.epochs {
 		if !slices.IsSorted(eps) || len(slices.Compact(slices.Clone(eps))) != len(eps) {
 			e.t.Errorf("lane %s: owner epochs %v do not strictly increase", id, eps)
 		}
 	}
 	e.t.Logf("%d records exactly once in %d files; takeovers per lane: %v", len(e.want), files, e.epochs)
+}
+
+// checkManifests reads the output's commit manifests: the offsets their
+// source ranges list, per partition, must be exactly the committed
+// records' offsets, each in one file only (disjoint and without gaps).
+// The caller holds e.mu.
+func (e *env) checkManifests(ctx context.Context) {
+	e.t.Helper()
+	be, err := s3.New(e.client, e.bucket, "out")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ms, err := filesink.ReadManifests(ctx, be)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	seen := map[string]map[int64]string{}
+	for _, m := range ms {
+		for _, f := range m.Files {
+			for _, r := range f.Sources {
+				if r.Coarse {
+					e.t.Fatalf("manifest %d of %s: coarse range of %s", m.Checkpoint, m.Writer, r.Input)
+				}
+				runs := r.Runs
+				if len(runs) == 0 {
+					runs = [][2]int64{{r.First, r.Last}}
+				}
+				if seen[r.Input] == nil {
+					seen[r.Input] = map[int64]string{}
+				}
+				for _, run := range runs {
+					for o := run[0]; o <= run[1]; o++ {
+						if prev, ok := seen[r.Input][o]; ok {
+							e.t.Errorf("%s offset %d is in %s and in %s", r.Input, o, prev, f.Path)
+						}
+						seen[r.Input][o] = f.Path
+					}
+				}
+			}
+		}
+	}
+	for p, offs := range e.offsets {
+		in := fmt.Sprintf("%s/%d", topic, p)
+		for _, o := range offs {
+			if _, ok := seen[in][o]; !ok {
+				e.t.Errorf("%s offset %d is in no manifest", in, o)
+			}
+		}
+		if len(seen[in]) != len(offs) {
+			e.t.Errorf("%s: the manifests list %d offsets, %d committed records were produced", in, len(seen[in]), len(offs))
+		}
+	}
 }
 
 func (e *env) readIDs(ctx context.Context, key string, got map[string]int) {

@@ -248,7 +248,11 @@ func (r *runner) committed(ctx context.Context, l *lane, id uint64) {
 		return
 	}
 	if f := r.cfg.Events.Committed; f != nil {
-		f(l.ID, next)
+		var hwm int64
+		if src := r.g.Lane(l.ID); src != nil {
+			hwm = src.HighWatermark()
+		}
+		f(l.ID, next, hwm)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -131,7 +131,7 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 // pipelines' events and their sinks.
 func (f *runFlags) groupMetrics(cfg *group.Config) {
 	m := f.metrics
-	lanes := m.Lanes(nil)
+	lanes := m.Lanes()
 	cfg.Events = &group.Events{Assigned: lanes.Assigned, Released: lanes.Released, Fenced: lanes.Fenced,
 		Stopped: lanes.Stopped, Committed: lanes.Committed}
 	cfg.Pipeline.Events = m.Events()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,9 +31,10 @@ var errLeft = errors.New("kafka: left the group")
 // (it returns nil), and hands each partition's records to its lane's
 // LaneSource. It never waits for a lane: a lane holding
 // DefaultLaneRecords records or DefaultLaneBytes bytes that its Next has
-// not taken yet is full; its partition is then paused, the records not
-// handed over are dropped, and once Next has taken half of what the lane
-// holds, Run rewinds the partition to the first of them and resumes it.
+// not taken yet is full; its partition is then paused, the records of the
+// poll not handed over are held back (at most one poll's), and once Next
+// has taken half of what the lane holds, Run hands them over and resumes
+// the partition, which franz-go fetches from the offset after them.
 // Memory stays bounded, and a slow lane holds up neither the other lanes
 // nor a rebalance: Run allows rebalances after every poll. The records of
 // lanes closed, revoked or, bounded, done are dropped and their partitions
@@ -87,35 +89,31 @@ func (g *Group) wake(l *LaneSource) {
 	}
 }
 
-// resumeLanes rewinds the partitions of the lanes to resume to the first
-// record they dropped and resumes them. SetOffsets also restarts the
-// fetches in flight, so that the partitions are fetched at once. Run's
+// resumeLanes hands the lanes to resume the records they held back and,
+// once a lane took all of them, resumes its partition: franz-go fetches it
+// again from the offset after the last record it returned, so nothing is
+// fetched twice but what it had buffered for the paused partition. Run's
 // goroutine only.
 func (g *Group) resumeLanes() {
 	g.pollMu.Lock()
 	q := g.resumeQ
 	g.resumeQ = nil
 	g.pollMu.Unlock()
-	var (
-		set    map[string]map[int32]kgo.EpochOffset
-		resume map[string][]int32
-	)
+	var resume map[string][]int32
 	for _, l := range q {
-		if !l.rewinding || g.Lane(l.id) != l || !l.live() {
+		if l.stash == nil || g.Lane(l.id) != l || !l.live() {
 			continue
 		}
-		l.rewinding = false
-		if set == nil {
-			set, resume = make(map[string]map[int32]kgo.EpochOffset), make(map[string][]int32)
+		if !g.offerAll(l, l.stash) {
+			continue // still full: Next wakes Run again
 		}
-		if set[l.id.Topic] == nil {
-			set[l.id.Topic] = make(map[int32]kgo.EpochOffset)
+		l.stash = nil
+		if resume == nil {
+			resume = make(map[string][]int32)
 		}
-		set[l.id.Topic][l.id.Partition] = l.rewindAt
 		resume[l.id.Topic] = append(resume[l.id.Topic], l.id.Partition)
 	}
-	if len(set) > 0 {
-		g.cl.SetOffsets(set)
+	if len(resume) > 0 {
 		g.cl.ResumeFetchPartitions(resume)
 	}
 }
@@ -176,6 +174,9 @@ func (g *Group) dispatch(fs kgo.Fetches) {
 				if l == nil {
 					continue // not held: dropped
 				}
+				if fp.HighWatermark > 0 {
+					l.hwm.Store(fp.HighWatermark)
+				}
 				g.deliver(l, id, fp.Records)
 				if fp.Err != nil {
 					l.fail(l.fetchErr(fp.Err, g.v.Brokers))
@@ -186,31 +187,45 @@ func (g *Group) dispatch(fs kgo.Fetches) {
 }
 
 // deliver hands recs to lane l. If the lane becomes full, it pauses the
-// partition and drops the rest: the lane is rewound to the first of them
-// when it resumes. It also pauses the partition of a lane closed, revoked
-// or done, and drops what comes for a lane waiting to be rewound.
+// partition and holds the rest back (at most one poll's records), to be
+// handed over when Next has taken half of what the lane holds. It also
+// pauses the partition of a lane closed, revoked or done.
 func (g *Group) deliver(l *LaneSource, id LaneID, recs []*kgo.Record) {
-	if len(recs) == 0 || l.rewinding {
+	if len(recs) == 0 {
 		return
 	}
 	if !l.live() {
 		g.pause(id)
 		return
 	}
-	for _, r := range recs {
+	if l.stash != nil { // fetched before the pause took effect: keep the order
+		l.stash = append(l.stash, recs...)
+		return
+	}
+	g.offerAll(l, recs)
+}
+
+// offerAll offers recs to lane l in order and reports whether it took them
+// all. If it did not, the partition is paused, the rest is l.stash, and
+// the lane asks Run to go on when it has room.
+func (g *Group) offerAll(l *LaneSource, recs []*kgo.Record) bool {
+	for i, r := range recs {
 		if l.end >= 0 && r.Offset >= l.end {
-			g.pause(id)
-			return
+			g.pause(l.id)
+			l.stash = nil
+			return true
 		}
-		if !l.offer(r) {
-			g.cl.PauseFetchPartitions(map[string][]int32{id.Topic: {id.Partition}})
-			l.rewinding = true
-			l.rewindAt = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}
+		if !l.offer(r) && !l.awaitRoom(r) {
+			if l.stash == nil {
+				g.cl.PauseFetchPartitions(map[string][]int32{l.id.Topic: {l.id.Partition}})
+			}
+			l.stash = slices.Clone(recs[i:])
 			l.full.Store(true)
 			l.maybeResume() // Next may have taken everything meanwhile
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // pause stops fetching lane id's partition until it is assigned again.
@@ -272,18 +287,18 @@ type LaneSource struct {
 	ch       chan *kgo.Record
 	bytes    atomic.Int64 // bytes of the values in ch
 	maxBytes int64
-	full     atomic.Bool // the partition is paused until Next drains ch
+	full     atomic.Bool  // the partition is paused until Next drains ch
+	hwm      atomic.Int64 // the partition's high watermark in the newest fetch
 
 	// Run's goroutine only.
-	rewinding bool            // paused for being full; records dropped
-	rewindAt  kgo.EpochOffset // the first record dropped
-	closeCh   chan struct{}
-	closeMu   sync.Once
-	detachCh  chan struct{} // the lane was revoked or lost
-	detachMu  sync.Once
-	errMu     sync.Mutex
-	fetchE    error         // a fetch error, behind the records queued before it
-	errCh     chan struct{} // closed when fetchE is set
+	stash    []*kgo.Record // paused for being full: records held back, in order (Run's goroutine)
+	closeCh  chan struct{}
+	closeMu  sync.Once
+	detachCh chan struct{} // the lane was revoked or lost
+	detachMu sync.Once
+	errMu    sync.Mutex
+	fetchE   error         // a fetch error, behind the records queued before it
+	errCh    chan struct{} // closed when fetchE is set
 
 	// Next's goroutine only.
 	err     error // sticky
@@ -378,6 +393,26 @@ func (l *LaneSource) offer(r *kgo.Record) bool {
 		l.bytes.Add(-n)
 		return false
 	}
+}
+
+// laneWait is how long Run waits for a full lane to take half of what it
+// holds before it pauses the lane's partition. Waiting keeps franz-go's
+// fetched data (no poll, no new fetch) where a pause would discard what
+// it holds for the partition, to fetch it again; not waiting longer keeps
+// a stuck lane from holding up the others and the rebalances.
+const laneWait = 250 * time.Millisecond
+
+// awaitRoom waits up to laneWait for the lane to drain to half, then
+// offers r again; it reports whether the lane took r.
+func (l *LaneSource) awaitRoom(r *kgo.Record) bool {
+	deadline := time.Now().Add(laneWait)
+	for time.Now().Before(deadline) && l.live() {
+		time.Sleep(time.Millisecond)
+		if len(l.ch) <= cap(l.ch)/2 && l.bytes.Load() <= l.maxBytes/2 {
+			return l.offer(r)
+		}
+	}
+	return false
 }
 
 // took accounts for a record Next took from the queue.
@@ -511,6 +546,11 @@ func (l *LaneSource) Position() (json.RawMessage, error) {
 
 // Replayable implements source.Source: it returns true.
 func (l *LaneSource) Replayable() bool { return true }
+
+// HighWatermark returns the partition's high watermark (the offset after
+// its last record) in the newest fetch, 0 before one. Safe for concurrent
+// use.
+func (l *LaneSource) HighWatermark() int64 { return l.hwm.Load() }
 
 // ValuesRetained implements source.Retained: a record's value is the
 // fetch's memory, never reused.

@@ -16,8 +16,7 @@ import (
 type Lanes struct {
 	mu    sync.Mutex
 	owned map[kafka.LaneID]bool
-	next  map[kafka.LaneID]int64 // committed offset, per lane owned now
-	hwm   func() map[kafka.LaneID]int64
+	next  map[kafka.LaneID][2]int64 // committed offset and high watermark, per lane owned now
 
 	assigned prometheus.Counter
 	released prometheus.Counter
@@ -26,12 +25,10 @@ type Lanes struct {
 	takeover prometheus.Histogram
 }
 
-// Lanes registers the lane metrics and returns their feed. hwm, if not
-// nil, returns the newest high watermark (end offset) the process saw per
-// partition it reads, for the lag.
-func (m *Metrics) Lanes(hwm func() map[kafka.LaneID]int64) *Lanes {
+// Lanes registers the lane metrics and returns their feed.
+func (m *Metrics) Lanes() *Lanes {
 	l := &Lanes{
-		owned: map[kafka.LaneID]bool{}, next: map[kafka.LaneID]int64{}, hwm: hwm,
+		owned: map[kafka.LaneID]bool{}, next: map[kafka.LaneID][2]int64{},
 		assigned: prometheus.NewCounter(prometheus.CounterOpts{Name: "filesink_lane_takeovers_total",
 			Help: "Group mode: partitions this process took over (assigned by a rebalance, owner epoch raised)."}),
 		released: prometheus.NewCounter(prometheus.CounterOpts{Name: "filesink_lane_handoffs_total",
@@ -77,9 +74,9 @@ func (l *Lanes) Stopped(id kafka.LaneID) {
 }
 
 // Committed is group.Events.Committed.
-func (l *Lanes) Committed(id kafka.LaneID, next int64) {
+func (l *Lanes) Committed(id kafka.LaneID, next, hwm int64) {
 	l.mu.Lock()
-	l.next[id] = next
+	l.next[id] = [2]int64{next, hwm}
 	l.mu.Unlock()
 }
 
@@ -101,17 +98,14 @@ func (c laneCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c laneCollector) Collect(ch chan<- prometheus.Metric) {
-	var hwm map[kafka.LaneID]int64
-	if c.l.hwm != nil {
-		hwm = c.l.hwm()
-	}
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
-	for id, next := range c.l.next {
+	for id, v := range c.l.next {
+		next, hwm := v[0], v[1]
 		p := strconv.Itoa(int(id.Partition))
 		ch <- prometheus.MustNewConstMetric(laneOffsetDesc, prometheus.GaugeValue, float64(next), id.Topic, p)
-		if h, ok := hwm[id]; ok {
-			ch <- prometheus.MustNewConstMetric(laneLagDesc, prometheus.GaugeValue, float64(max(h-next, 0)), id.Topic, p)
+		if hwm > 0 {
+			ch <- prometheus.MustNewConstMetric(laneLagDesc, prometheus.GaugeValue, float64(max(hwm-next, 0)), id.Topic, p)
 		}
 	}
 }
