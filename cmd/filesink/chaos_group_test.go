@@ -82,7 +82,7 @@ const (
 	// The proxy holds every part upload for groupChaosHoldMin during the
 	// events, twice as long (up to groupChaosHoldMax) whenever the job
 	// runs ahead of them, so that it is still running when they end.
-	groupChaosHoldMin = 500 * time.Millisecond
+	groupChaosHoldMin = 2 * time.Second
 	groupChaosHoldMax = 8 * time.Second
 	// groupChaosPause is how long a zombie sleeps: three session timeouts,
 	// so the group surely gave its partitions to others.
@@ -144,8 +144,9 @@ func TestChaosGroup(t *testing.T) {
 	for i := range groupChaosStart {
 		g.start(i)
 	}
-	g.chaos()
+	hold := g.chaos()
 	g.forceFence()
+	g.proxy.Remove(hold)
 	g.drain()
 	g.finalRun()
 	g.checkOutput()
@@ -402,12 +403,12 @@ func (g *groupChaos) wake(all bool) {
 // chaos runs the events, one every 100 to 400 ms, until there were
 // g.nEvents or the job finished (which fails the test: the events must
 // land while it runs). The proxy holds the part uploads meanwhile (see
-// groupChaosHoldMin), longer whenever the job runs ahead of the events.
-func (g *groupChaos) chaos() {
+// groupChaosHoldMin), longer whenever the job runs ahead of the events;
+// chaos returns that rule, for the caller to remove.
+func (g *groupChaos) chaos() (rule faultproxy.RuleID) {
 	start := time.Now()
 	hold := groupChaosHoldMin
-	rule := g.holdParts(hold)
-	defer func() { g.proxy.Remove(rule) }()
+	rule = g.holdParts(hold)
 	for i := 0; i < g.nEvents; i++ {
 		time.Sleep(groupChaosGapMin + time.Duration(g.rng.Int64N(int64(groupChaosGapRand))))
 		g.reap()
@@ -415,22 +416,23 @@ func (g *groupChaos) chaos() {
 		if g.done {
 			g.t.Errorf("the job finished after %d of %d events (%v), with the proxy holding each part upload %v: the events must land while it runs",
 				i, g.nEvents, time.Since(start).Round(time.Millisecond), hold)
-			return
+			return rule
 		}
 		g.event(i)
-		if i%10 != 9 {
-			continue
-		}
 		next, end, text := g.progress()
-		g.note("after %d events: %s; the proxy holds each part upload %v", i+1, text, hold)
+		if i%10 == 9 {
+			g.note("after %d events: %s; the proxy holds each part upload %v", i+1, text, hold)
+		}
 		if end > 0 && float64(next)/float64(end) > 0.9*float64(i+1)/float64(g.nEvents) && hold < groupChaosHoldMax {
 			hold = min(2*hold, groupChaosHoldMax)
 			g.proxy.Remove(rule)
 			rule = g.holdParts(hold)
+			g.note("after %d events: %s: the proxy holds each part upload %v from now on", i+1, text, hold)
 		}
 	}
 	_, _, text := g.progress()
 	g.note("%d events in %v: %v; %s", g.nEvents, time.Since(start).Round(time.Millisecond), g.counts, text)
+	return rule
 }
 
 // holdParts makes the proxy hold each upload of a part file's data for d
@@ -578,11 +580,11 @@ func (g *groupChaos) lost412() int {
 // none (no lane HEAD write lost with 412): while nearly every event changes
 // the group's members, the group rebalances most of the time, and a paused
 // process seldom owns a lane that moves while it sleeps. Up to three
-// times: once the group has settled, the next HEAD write of a lane being
-// worked on is held in the proxy and its writer paused; when another
-// process has taken the lane over, the held write is let go (a paused
-// process's late write) and must lose with 412; the writer sleeps
-// groupChaosPause in all, then wakes.
+// times: the next HEAD write of a process that owns an unfinished lane is
+// held in the proxy and the process paused; when another process has taken
+// that lane over, the held write is let go (a paused process's late write)
+// and must lose with 412; the process sleeps groupChaosPause at least, and
+// wakes.
 func (g *groupChaos) forceFence() {
 	for attempt := 1; attempt <= 3 && g.lost412() == 0 && !g.done; attempt++ {
 		g.fenceAttempt(attempt)
@@ -596,42 +598,57 @@ func (g *groupChaos) fenceAttempt(attempt int) {
 		g.start(slot)
 		g.note("forced zombie %d: started %v to take the lanes over", attempt, g.members[slot])
 	}
-	since := time.Now()
 	var m *groupMember
-	var lane groupLane
-	for deadline := since.Add(time.Minute); m == nil; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); m == nil; time.Sleep(50 * time.Millisecond) {
 		g.reap()
 		if g.done || time.Now().After(deadline) {
-			g.note("forced zombie %d: no lane was worked on within a minute (job finished: %v)", attempt, g.done)
+			g.note("forced zombie %d: no process owned an unfinished lane within a minute (job finished: %v)", attempt, g.done)
 			return
 		}
-		if len(g.live(false)) >= 2 {
-			m, lane = g.busyOwnerSince(since)
+		if busy := g.live(false); len(busy) >= 2 {
+			if owners := g.owners(busy); len(owners) > 0 {
+				m = owners[0]
+			}
 		}
 	}
-	key := "/" + g.bucket + "/" + groupChaosLanes + fmt.Sprintf("%s/%d/HEAD", lane.head.Topic, lane.head.Partition)
-	gate := make(chan struct{})
+	heads := "/" + g.bucket + "/" + groupChaosLanes
 	ua := "app/" + groupAppID(m.run)
-	hold := g.proxy.Add(faultproxy.Rule{
+	var mu sync.Mutex
+	held := "" // the path of the held write
+	gate := make(chan struct{})
+	rule := g.proxy.Add(faultproxy.Rule{
 		Kinds: []faultproxy.Kind{faultproxy.PutObject}, Times: 1, Action: faultproxy.Forward, Gate: gate,
 		Match: func(r *http.Request) bool {
-			return r.URL.Path == key && slices.Contains(strings.Fields(r.Header.Get("User-Agent")), ua)
+			ok := strings.HasPrefix(r.URL.Path, heads) && slices.Contains(strings.Fields(r.Header.Get("User-Agent")), ua)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok && held == "" {
+				held = r.URL.Path
+			}
+			return ok
 		},
 	})
 	release := sync.OnceFunc(func() { close(gate) })
-	defer g.proxy.Remove(hold)
+	defer g.proxy.Remove(rule)
 	defer release()
-	for deadline := time.Now().Add(10 * time.Second); g.proxy.Fired(hold) == 0; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); g.proxy.Fired(rule) == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) || m.p.Exited() {
-			g.note("forced zombie %d: %v wrote no HEAD of lane %s/%d within 10s (exited: %v)", attempt, m, lane.head.Topic, lane.head.Partition, m.p.Exited())
+			g.note("forced zombie %d: %v wrote no lane HEAD within 30s (exited: %v)", attempt, m, m.p.Exited())
 			return
 		}
 	}
 	g.pause(m)
 	g.counts["zombie"]++
-	g.note("forced zombie %d (no lane HEAD write had lost with 412 yet): SIGSTOP %v while the proxy holds its write of %s (epoch %d)",
-		attempt, m, key, lane.head.Epoch)
-	moved := g.waitTakeover(lane, 30*time.Second)
+	mu.Lock()
+	lane := strings.TrimSuffix(strings.TrimPrefix(held, heads), "/HEAD")
+	mu.Unlock()
+	epoch := g.laneEpoch(lane)
+	g.note("forced zombie %d (no lane HEAD write had lost with 412 yet): SIGSTOP %v while the proxy holds its write of lane %s's HEAD (at epoch %d)",
+		attempt, m, lane, epoch)
+	moved := false
+	for deadline := time.Now().Add(30 * time.Second); !moved && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		moved = g.laneEpoch(lane) > epoch
+	}
 	before := g.lost412()
 	release()
 	for deadline := time.Now().Add(5 * time.Second); g.lost412() == before && time.Now().Before(deadline); {
@@ -639,45 +656,23 @@ func (g *groupChaos) fenceAttempt(attempt int) {
 	}
 	time.Sleep(max(0, groupChaosPause-time.Since(m.pausedAt)))
 	g.wake(true)
-	g.note("forced zombie %d: lane taken over by another process while the writer slept: %v; the held write let go; %d lane HEAD write(s) lost with 412 so far",
-		attempt, moved, g.lost412())
+	g.note("forced zombie %d: lane %s taken over by another process while the writer slept: %v; the held write let go; %d lane HEAD write(s) lost with 412 so far",
+		attempt, lane, moved, g.lost412())
 }
 
-// waitTakeover waits up to d for another owner epoch of lane, and says
-// whether it came.
-func (g *groupChaos) waitTakeover(lane groupLane, d time.Duration) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		lanes, err := g.readLanes()
-		if err != nil {
-			continue
-		}
-		for _, l := range lanes {
-			if l.head.Topic == lane.head.Topic && l.head.Partition == lane.head.Partition && l.head.Epoch > lane.head.Epoch {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// busyOwnerSince returns a running member (not paused, not handing off)
-// that wrote the HEAD of an unfinished lane after t, and the lane.
-func (g *groupChaos) busyOwnerSince(t time.Time) (*groupMember, groupLane) {
+// laneEpoch returns the owner epoch in the HEAD of lane ("topic/partition"),
+// 0 if it cannot be read.
+func (g *groupChaos) laneEpoch(lane string) uint64 {
 	lanes, err := g.readLanes()
 	if err != nil {
-		return nil, groupLane{}
+		return 0
 	}
 	for _, l := range lanes {
-		if l.head.Done || !l.head.Updated.After(t) {
-			continue
-		}
-		for _, m := range g.live(false) {
-			if m.p.PID() == l.head.Owner.PID {
-				return m, l
-			}
+		if fmt.Sprintf("%s/%d", l.head.Topic, l.head.Partition) == lane {
+			return l.head.Epoch
 		}
 	}
-	return nil, groupLane{}
+	return 0
 }
 
 // drain wakes every paused process and waits, up to groupChaosDrain, for
@@ -983,35 +978,48 @@ func (g *groupChaos) checkClean() {
 // of its staging object.
 var stagingPart = regexp.MustCompile(`part-([^/ ]+)\.([0-9]+)-e([0-9]+)-0-`)
 
-// stagingDiagnosis says, for a leftover upload or staging object, where its
-// lane is and whether a process logged that the owner epoch that wrote it
-// was fenced.
+// stagingDiagnosis says, for a leftover upload or staging object, where
+// its lane is now, which process owned the lane at the epoch that wrote it
+// and the last thing that process logged about it.
 func (g *groupChaos) stagingDiagnosis(what string) string {
 	f := stagingPart.FindStringSubmatch(what)
 	if f == nil {
 		return ""
 	}
-	topic, part, epoch := f[1], f[2], f[3]
-	head := "no HEAD"
+	lane, epoch := f[1]+"/"+f[2], f[3]
+	head := "has no HEAD"
 	if lanes, err := g.readLanes(); err == nil {
 		for _, l := range lanes {
-			if l.head.Topic == topic && strconv.Itoa(int(l.head.Partition)) == part {
-				head = fmt.Sprintf("HEAD at epoch %d, done=%v", l.head.Epoch, l.head.Done)
+			if fmt.Sprintf("%s/%d", l.head.Topic, l.head.Partition) == lane {
+				head = fmt.Sprintf("HEAD is at epoch %d, done=%v", l.head.Epoch, l.head.Done)
 			}
 		}
 	}
-	fenced := "no process logged that epoch's lane as fenced"
+	owner := "no process log says which process owned it"
 	names, _ := filepath.Glob(filepath.Join(g.logDir, "p*-run*.log"))
 	slices.Sort(names)
-	needle := fmt.Sprintf(`msg="lane fenced: another process took it over; this process publishes nothing more of it" lane=%s/%s epoch=%s `, topic, part, epoch)
+	tag := fmt.Sprintf(" lane=%s epoch=%s", lane, epoch)
 	for _, name := range names {
-		if b, err := os.ReadFile(name); err == nil && strings.Contains(string(b), needle) {
-			fenced = fmt.Sprintf("%s logged that epoch's lane as fenced: its fenced sweep keeps what the checkpoint it tried to decide references, "+
-				"and the later takeovers of a finished lane (\"lane finished earlier: nothing to read\") do not sweep older epochs", filepath.Base(name))
-			break
+		b, err := os.ReadFile(name)
+		if err != nil || !strings.Contains(string(b), `msg="lane taken over"`+tag) {
+			continue
 		}
+		last := "nothing after taking it over"
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, tag) && !strings.Contains(l, "level=DEBUG") {
+				_, msg, _ := strings.Cut(l, " msg=")
+				last = strings.SplitN(msg, " err=", 2)[0]
+			}
+		}
+		exit := ""
+		if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); strings.HasPrefix(lines[len(lines)-1], "filesink:") {
+			exit = "; the process then ended with: " + lines[len(lines)-1][:min(200, len(lines[len(lines)-1]))]
+		}
+		owner = fmt.Sprintf("%s owned it at that epoch; the last it logged about it: %s%s", filepath.Base(name), last, exit)
+		break
 	}
-	return fmt.Sprintf(" (lane %s/%s, written at owner epoch %s; the lane's %s; %s)", topic, part, epoch, head, fenced)
+	return fmt.Sprintf(" (lane %s, written at owner epoch %s: %s. The lane's %s; a finished lane's later takeovers (\"lane finished earlier: nothing to read\") do not sweep older epochs, "+
+		"so staging an older owner wrote after the last takeover's sweep stays)", lane, epoch, owner, head)
 }
 
 // checkLanesDone checks, when a process exited 0 on its own, that every
