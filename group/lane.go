@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/filesink/filesink/committer/s3"
@@ -28,7 +29,7 @@ type lane struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc // ends the run without a final checkpoint
 	done     chan struct{}      // closed when the run returned
-	revoked  time.Time          // when the handoff began (for Events.Released)
+	revoked  atomic.Int64       // when the handoff began, Unix ns (for Events.Released)
 }
 
 func (l *lane) requestStop() { l.stopOnce.Do(func() { close(l.stop) }) }
@@ -231,8 +232,10 @@ func (r *runner) runLane(ctx context.Context, l *lane, head *s3.LaneHead) {
 	}
 	r.released.Add(1)
 	log.Info("lane released", "checkpoint", res.Checkpoint, "records", res.Records)
-	if f := r.cfg.Events.Released; f != nil && !l.revoked.IsZero() {
-		f(l.ID, time.Since(l.revoked))
+	if at := l.revoked.Load(); at != 0 {
+		if f := r.cfg.Events.Released; f != nil {
+			f(l.ID, time.Since(time.Unix(0, at)))
+		}
 	}
 }
 
@@ -328,9 +331,9 @@ func (r *runner) sweepFenced(ctx context.Context, l *lane) {
 // that way is still safe).
 func (r *runner) Revoked(ctx context.Context, ids []kafka.LaneID) {
 	lanes := r.take(ids)
-	now := time.Now()
+	now := time.Now().UnixNano()
 	for _, l := range lanes {
-		l.revoked = now
+		l.revoked.Store(now)
 		l.requestStop()
 	}
 	r.await(ctx, lanes, r.rebalanceTimeout()*9/10)

@@ -107,17 +107,21 @@ func crashOnce(point string, hit *sync.Once, fired chan struct{}) func(string) e
 func TestGroupCrashPoints(t *testing.T) {
 	points := []struct {
 		point string
-		first bool // the first member crashes (else the one joining)
+		first bool   // the first member crashes (else the one joining)
+		then  string // then the joiner crashes here, taking the first's lanes over
 	}{
-		{"assign:acquired", false}, // the joiner, right after its takeover write
-		{"lane:swept", false},      // the joiner, after sweeping older epochs
-		{"revoke:stopped", true},   // the first, after a handoff's final checkpoint, before its release
-		{"phase1", true},           // a checkpoint prepared, not decided
-		{"decided", true},          // decided, not published
-		{"committed:1", true},      // one file of a checkpoint published
+		{"assign:acquired", false, ""}, // the joiner, right after its takeover write
+		{"lane:swept", false, ""},      // the joiner, after sweeping older epochs
+		{"revoke:stopped", true, ""},   // the first, after a handoff's final checkpoint, before its release
+		{"phase1", true, ""},           // a checkpoint prepared, not decided
+		{"decided", true, ""},          // decided, not published
+		{"committed:1", true, ""},      // one file of a checkpoint published
+		// decided and not published; the joiner takes the lanes over and
+		// crashes between publishing two inherited files
+		{"decided", true, "recover:committed:1"},
 	}
 	for _, tc := range points {
-		t.Run(tc.point, func(t *testing.T) {
+		t.Run(tc.point+tc.then, func(t *testing.T) {
 			ctx := t.Context()
 			e := newEnv(t, partitions)
 			var once sync.Once
@@ -138,6 +142,13 @@ func TestGroupCrashPoints(t *testing.T) {
 			} else {
 				modB = crash
 			}
+			var thenOnce sync.Once
+			thenFired := make(chan struct{})
+			if tc.then != "" {
+				modB = func(cfg *group.Config) {
+					cfg.Pipeline.CommitterOptions = append(cfg.Pipeline.CommitterOptions, committer.WithHook(crashOnce(tc.then, &thenOnce, thenFired)))
+				}
+			}
 			a := e.start(ctx, false, modA)
 			waitUntil(t, "the first member owns every lane", func() bool { return e.takeovers() >= partitions })
 			e.produce(ctx, 100)
@@ -155,11 +166,26 @@ func TestGroupCrashPoints(t *testing.T) {
 			if !errors.Is(crashed.err, errCrash) {
 				t.Fatalf("the crashed member returned %v", crashed.err)
 			}
-			restarted := e.start(ctx, false, nil)
+			members := []*member{a, b}
+			if tc.then != "" {
+				select {
+				case <-thenFired:
+				case <-time.After(time.Minute):
+					t.Fatalf("the crash point %s was never reached", tc.then)
+				}
+				<-b.done
+				if !errors.Is(b.err, errCrash) {
+					t.Fatalf("the joiner returned %v", b.err)
+				}
+				members = append(members, e.start(ctx, false, nil))
+			}
+			members = append(members, e.start(ctx, false, nil))
 			e.produce(ctx, 100)
 			e.waitCommitted(ctx)
-			for _, m := range []*member{a, b, restarted} {
-				if m != crashed {
+			for _, m := range members {
+				select {
+				case <-m.done: // crashed
+				default:
 					m.halt(t)
 				}
 			}

@@ -37,6 +37,9 @@ const (
 	defaultHeartbeatInterval = 3 * time.Second
 	// pollRecords is the most records Run takes in one poll.
 	pollRecords = 4096
+	// groupFetchMaxWait bounds how long a broker holds a fetch of a group
+	// member (franz-go's default is 5 s).
+	groupFetchMaxWait = 250 * time.Millisecond
 )
 
 // LaneID names a lane: one partition of a topic, read by one member of the
@@ -266,6 +269,10 @@ func (g *Group) groupOpts() []kgo.Opt {
 		kgo.FetchMaxPartitionBytes(min(v.FetchMaxBytes, DefaultFetchMaxPartitionBytes)),
 		// See startConsumer.
 		kgo.DisableFetchSessions(),
+		// A partition resumed after its lane was full is fetched only
+		// when the fetch in flight returns, which a broker holds up to
+		// the max wait when the other partitions have nothing new.
+		kgo.FetchMaxWait(groupFetchMaxWait),
 	}
 	if c.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(c.InstanceID))
