@@ -1,7 +1,7 @@
 # filesink: build, test, benchmark.
 GO ?= go
 
-.PHONY: all build test lint fuzz bench example example-wordcount
+.PHONY: all build test lint chaos fuzz bench example example-wordcount
 
 all: build test
 
@@ -16,6 +16,14 @@ build:
 test: lint
 	FILESINK_MINIO="$$(GO='$(GO)' scripts/minio)" && export FILESINK_MINIO && \
 	$(GO) test -race -timeout 40m ./...
+
+# The kill -9 chaos tests of the CLI alone, the group-mode one with
+# CHAOS_EVENTS random events (kill -9, pause, scale up and down) instead
+# of the 50 of `make test`.
+CHAOS_EVENTS ?= 500
+chaos:
+	FILESINK_MINIO="$$(GO='$(GO)' scripts/minio)" && export FILESINK_MINIO && \
+	FILESINK_GROUP_CHAOS_EVENTS=$(CHAOS_EVENTS) $(GO) test -race -timeout 60m -run '^TestChaos' -v ./cmd/filesink
 
 # gofmt, vet, and the build and vet for darwin and windows (the tests run
 # on Linux; the library and the CLI must build everywhere).

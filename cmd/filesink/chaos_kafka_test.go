@@ -46,7 +46,7 @@ const (
 // kafkaInput is what the chaos producer wrote.
 type kafkaInput struct {
 	// recs[p] are partition p's records in offset order.
-	recs      [kafkaChaosPartitions][]inputRec
+	recs      [][]inputRec
 	committed int
 	aborted   int
 	byID      map[int64]inputRec
@@ -61,10 +61,19 @@ type inputRec struct {
 }
 
 // produceChaosInput writes count records {"word":W,"num":1} (with an "id"
-// too when withID is set) to the broker at addr: chunks of
-// kafkaChaosChunk records, each plain (15%), in a committed transaction
-// (70%) or in an aborted one (15%); the last chunk is committed.
+// too when withID is set) to the kafkaChaosPartitions partitions of topic
+// kafkaChaosTopic at addr (see produceKafkaInput).
 func produceChaosInput(t *testing.T, addr string, count int, withID bool, batchBytes int32, rng *rand.Rand) *kafkaInput {
+	t.Helper()
+	return produceKafkaInput(t, addr, kafkaChaosTopic, kafkaChaosPartitions, count, withID, batchBytes, rng)
+}
+
+// produceKafkaInput writes count records {"word":W,"num":1} (with an "id"
+// too when withID is set) round robin to the partitions of topic at addr:
+// chunks of kafkaChaosChunk records, each plain (15%), in a committed
+// transaction (70%) or in an aborted one (15%); the last chunk is
+// committed.
+func produceKafkaInput(t *testing.T, addr, topic string, partitions, count int, withID bool, batchBytes int32, rng *rand.Rand) *kafkaInput {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -81,7 +90,7 @@ func produceChaosInput(t *testing.T, addr string, count int, withID bool, batchB
 	}
 	defer txn.Close()
 
-	in := &kafkaInput{byID: map[int64]inputRec{}}
+	in := &kafkaInput{recs: make([][]inputRec, partitions), byID: map[int64]inputRec{}}
 	var id int64
 	for start := 0; start < count; start += kafkaChaosChunk {
 		n := min(kafkaChaosChunk, count-start)
@@ -97,8 +106,8 @@ func produceChaosInput(t *testing.T, addr string, count int, withID bool, batchB
 			if withID {
 				v = fmt.Sprintf(`{"id":%d,"word":%q,"num":1}`, id, w)
 			}
-			p := int32((start + i) % kafkaChaosPartitions)
-			recs[i] = &kgo.Record{Topic: kafkaChaosTopic, Partition: p, Value: []byte(v)}
+			p := int32((start + i) % partitions)
+			recs[i] = &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)}
 			meta[i] = inputRec{partition: p, id: id, word: w, committed: commit}
 			id++
 		}
@@ -136,7 +145,7 @@ func produceChaosInput(t *testing.T, addr string, count int, withID bool, batchB
 		slices.SortFunc(in.recs[p], func(a, b inputRec) int { return int(a.offset - b.offset) })
 	}
 	t.Logf("produced %d records to %s (%d partitions): %d committed, %d in aborted transactions",
-		count, kafkaChaosTopic, kafkaChaosPartitions, in.committed, in.aborted)
+		count, topic, partitions, in.committed, in.aborted)
 	return in
 }
 

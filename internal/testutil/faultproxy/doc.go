@@ -12,9 +12,16 @@
 // proxy signs for the proxy's host and MinIO accepts the signature. Rules
 // fire on matching requests with a probability (a seeded generator; the
 // seed is logged and can be fixed with FAULTPROXY_SEED) and/or for the next
-// N matches. Rules can be added and removed while requests are in flight.
+// N matches; a rule's Gate holds the requests it fires on until the test
+// lets them go. Rules can be added and removed while requests are in flight.
 // The proxy counts requests and injected faults per kind, so a test can
-// assert that the faults really happened.
+// assert that the faults really happened, and the upstream's replies per
+// kind and status. It keeps an audit log of the object writes (PutObject
+// and CompleteMultipartUpload, not part uploads) with MinIO's answer to
+// each, also when the client never heard it: Writes lists those that
+// happened, to the keys a test calls visible, so a key written twice shows;
+// CountReplies counts e.g. the conditional writes under a prefix that lost
+// (412).
 //
 //	srv := minio.Shared(t) // internal/testutil/miniotest
 //	p := faultproxy.New(t, srv.Endpoint())
@@ -24,4 +31,5 @@
 //	...
 //	if p.Injected(faultproxy.CompleteMultipartUpload) == 0 { t.Fatal("no fault injected") }
 //	t.Log(p.Stats())
+//	for _, w := range p.Writes(faultproxy.HidePrefixes("out/_filesink/")) { ... }
 package faultproxy

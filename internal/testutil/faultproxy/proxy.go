@@ -87,6 +87,11 @@ type Rule struct {
 	Times int
 	// Delay is waited before the action (for Forward, the whole fault).
 	Delay time.Duration
+	// Gate, if set, holds the request (after Delay) until it is closed:
+	// a test lets a held write land when it chooses, e.g. once the
+	// writer's lease has moved to another process. A request whose client
+	// goes away while held is dropped, never forwarded.
+	Gate <-chan struct{}
 }
 
 // RuleID identifies a rule added to a Proxy.
@@ -122,6 +127,9 @@ type Proxy struct {
 	nextID   RuleID
 	requests [numKinds]int64
 	faults   [numKinds][numActions]int64
+	statuses [numKinds]map[int]int64 // upstream replies by status
+	replies  []Reply                 // the audit log of object writes
+	seq      int64                   // of the last Reply
 }
 
 // EnvSeed names the environment variable that fixes the seed of New.
@@ -171,6 +179,9 @@ func NewSeeded(t testing.TB, upstream string, seed uint64) *Proxy {
 			pr.Out.URL.Host = u.Host
 		},
 		Transport: tr,
+		ModifyResponse: func(resp *http.Response) error {
+			return p.record(resp.Request, resp, false)
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			// MinIO down (killed by a test) or the client went away.
 			w.WriteHeader(http.StatusBadGateway)
@@ -310,13 +321,14 @@ func (p *Proxy) TotalInjected() int64 {
 	return n
 }
 
-// ResetCounts sets every request and fault count to zero (not the rules'
-// Fired counts).
+// ResetCounts sets every request, fault and status count to zero (not
+// the rules' Fired counts, nor the log of Replies).
 func (p *Proxy) ResetCounts() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests = [numKinds]int64{}
 	p.faults = [numKinds][numActions]int64{}
+	p.statuses = [numKinds]map[int]int64{}
 }
 
 // Stats returns the counts as a table, one line per kind seen: requests,
@@ -385,6 +397,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if ru.Gate != nil {
+		select {
+		case <-ru.Gate:
+		case <-r.Context().Done():
+			return
+		case <-p.closing:
+			reset(w)
+			return
+		}
+	}
 	switch ru.Action {
 	case Forward:
 		p.rp.ServeHTTP(w, r)
@@ -407,7 +429,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // forward sends r to the upstream and reads the whole reply (so MinIO has
-// finished the operation), discarding it.
+// finished the operation), recording and discarding it.
 func (p *Proxy) forward(r *http.Request) {
 	// Detached from the client: the reset must not cancel the operation.
 	out := r.Clone(context.WithoutCancel(r.Context()))
@@ -422,6 +444,7 @@ func (p *Proxy) forward(r *http.Request) {
 	if err != nil {
 		return
 	}
+	_ = p.record(r, resp, true)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 }

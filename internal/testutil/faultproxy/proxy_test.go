@@ -493,3 +493,38 @@ func TestConcurrentRules(t *testing.T) {
 	}
 	t.Logf("faults injected: %d\n%s", p.TotalInjected(), p.Stats())
 }
+
+// TestGate: a gated request waits, unforwarded, until the gate is closed;
+// then it lands.
+func TestGate(t *testing.T) {
+	t.Parallel()
+	bucket, p, c, direct := setup(t)
+	gate := make(chan struct{})
+	id := p.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.PutObject}, Action: faultproxy.Forward, Gate: gate, Times: 1})
+	done := make(chan error, 1)
+	go func() { done <- putObject(c, bucket, "held", []byte("late"), noRetry) }()
+	for p.Fired(id) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	_, err := direct.HeadObject(ctx(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("held")})
+	var nf *types.NotFound
+	if !errors.As(err, &nf) {
+		t.Fatalf("a held PutObject reached MinIO: HeadObject err = %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a held PutObject returned before its gate opened: %v", err)
+	default:
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("PutObject after the gate opened: %v", err)
+	}
+	if got := getObject(t, direct, bucket, "held"); string(got) != "late" {
+		t.Fatalf("object = %q", got)
+	}
+	// Times: 1: the next one passes.
+	if err := putObject(c, bucket, "free", []byte("f"), noRetry); err != nil {
+		t.Fatal(err)
+	}
+}

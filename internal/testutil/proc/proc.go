@@ -8,6 +8,7 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -67,6 +68,34 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Args is the command line, for messages.
 func (p *Process) Args() []string { return p.cmd.Args }
+
+// Signal sends sig to the process (SIGSTOP and SIGCONT to pause and
+// resume it, say). A nil error means the signal was sent; a process that
+// has exited gets none (os.ErrProcessDone).
+func (p *Process) Signal(sig os.Signal) error {
+	if p.Exited() {
+		return os.ErrProcessDone
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// ExitCode is the process's exit code once it has exited (-1 if a signal
+// ended it), and -1 while it runs.
+func (p *Process) ExitCode() int {
+	if !p.Exited() {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// State describes how the process ended ("exit status 1", "signal:
+// killed"), or "running".
+func (p *Process) State() string {
+	if !p.Exited() {
+		return "running"
+	}
+	return p.cmd.ProcessState.String()
+}
 
 // Kill sends SIGKILL (a crash) and waits for the exit. It is a no-op on a
 // process that has exited.
