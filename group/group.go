@@ -134,6 +134,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Events == nil {
 		cfg.Events = &Events{}
 	}
+	// The fence rests on the store applying conditions: an S3-compatible
+	// store that ignores them is refused before anything is written.
+	if err := cfg.State.CheckConditionalWrites(ctx); err != nil {
+		return Result{}, err
+	}
 	if cfg.Identity != nil {
 		rec, err := recovery.CheckIdentity(ctx, cfg.State, *cfg.Identity, cfg.AllowChange)
 		if err != nil {

@@ -826,3 +826,56 @@ func (l *LaneStore) AddJobRecord(ctx context.Context, r *recovery.JobRecord) err
 	}
 	return l.s.AddJobRecord(ctx, r)
 }
+
+// ErrConditionsIgnored is what CheckConditionalWrites returns for a store
+// that accepts conditional writes but does not apply their conditions.
+var ErrConditionsIgnored = errors.New("the store ignores the conditions of conditional writes (If-None-Match, If-Match): group mode cannot fence a process that lost its partitions on it")
+
+// conditionProbe is the object CheckConditionalWrites writes beside the
+// checkpoint records (not a record's name, not under the lanes).
+const conditionProbe = "CONDITION-PROBE"
+
+// CheckConditionalWrites makes sure that the store applies conditional
+// writes, which the lanes' fencing rests on: a PUT with If-None-Match: *
+// of an existing object and a PUT with If-Match of an ETag it does not
+// have must both be refused. It writes STATE/CONDITION-PROBE. A nil error
+// means both were refused; a store that refuses the headers gives an
+// error that says so, and one that ignores them ErrConditionsIgnored.
+// Safe for concurrent use.
+func (s *Store) CheckConditionalWrites(ctx context.Context) error {
+	key := s.dir() + conditionProbe
+	put := func(set func(*s3api.PutObjectInput)) error {
+		b := []byte("conditional write probe\n")
+		in := &s3api.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b))),
+			ServerSideEncryption: s.o.sseType(), SSEKMSKeyId: s.o.kmsKey()}
+		set(in)
+		_, err := s.client.PutObject(ctx, in, s.call())
+		return err
+	}
+	absent := func(in *s3api.PutObjectInput) { in.IfNoneMatch = aws.String("*") }
+	if err := put(absent); err != nil && !isPreconditionFailed(err) {
+		if isNotImplemented(err) {
+			return fmt.Errorf("state %s: %w", s.Location(), errNoConditionalWrites)
+		}
+		return fmt.Errorf("state %s: probe of conditional writes: %w", s.Location(), err)
+	}
+	checks := []struct {
+		what string
+		set  func(*s3api.PutObjectInput)
+	}{
+		{"If-None-Match: * of an existing object", absent},
+		{"If-Match of another ETag", func(in *s3api.PutObjectInput) { in.IfMatch = aws.String(`"00000000000000000000000000000000"`) }},
+	}
+	for _, c := range checks {
+		err := put(c.set)
+		switch {
+		case err == nil:
+			return fmt.Errorf("state %s: a PUT with %s was applied: %w", s.Location(), c.what, ErrConditionsIgnored)
+		case isNotImplemented(err):
+			return fmt.Errorf("state %s: %w", s.Location(), errNoConditionalWrites)
+		case !isConflict(err):
+			return fmt.Errorf("state %s: probe of conditional writes: %w", s.Location(), err)
+		}
+	}
+	return nil
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/internal/testutil/faultproxy"
@@ -645,5 +646,36 @@ func TestSweepEpochs(t *testing.T) {
 		if err := b.Commit(ctx, c); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The probe of conditional writes passes on MinIO and fails, naming the
+// state, on a store that ignores the conditions (simulated by a client
+// that drops If-None-Match and If-Match before sending).
+func TestCheckConditionalWrites(t *testing.T) {
+	srv := requireMinio(t)
+	bucket := srv.NewBucket(t)
+	ok := MustNewStore(t, srv.Client(t), bucket, "out/_filesink")
+	if err := ok.CheckConditionalWrites(t.Context()); err != nil {
+		t.Fatalf("MinIO: %v", err)
+	}
+	drop := func(o *s3api.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("drop-conditions",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					if p, ok := in.Parameters.(*s3api.PutObjectInput); ok {
+						p.IfNoneMatch, p.IfMatch = nil, nil
+					}
+					return next.HandleInitialize(ctx, in)
+				}), middleware.Before)
+		})
+	}
+	bad := MustNewStore(t, srv.Client(t, drop), bucket, "other/_filesink")
+	err := bad.CheckConditionalWrites(t.Context())
+	if !errors.Is(err, ErrConditionsIgnored) {
+		t.Fatalf("a store ignoring the conditions: %v, want ErrConditionsIgnored", err)
+	}
+	if !strings.Contains(err.Error(), "s3://"+bucket+"/other/_filesink") {
+		t.Errorf("the error does not name the state: %v", err)
 	}
 }
