@@ -61,7 +61,7 @@ type Config struct {
 	// Events, if set, are told of lane changes (for metrics).
 	Events *Events
 	// Hook, if set, is called at named points of a takeover and a handoff
-	// ("assign:acquired", "lane:swept", "revoke:stopped", "revoke:released"):
+	// ("assign:acquired", "lane:swept", "revoke:stopped"):
 	// an error returned stops the lane as a crash there would (tests).
 	Hook func(point string, lane kafka.LaneID) error
 }

@@ -153,7 +153,7 @@ func (r *runner) takeOver(ctx context.Context, id kafka.LaneID, owner s3.LaneOwn
 		return nil, false
 	}
 	if head.Checkpoint == nil || len(head.Checkpoint.Source) == 0 {
-		r.fail(&recovery.CorruptError{File: ls.Key(), Err: errors.New("the lane state has no source position")})
+		r.fail(&recovery.CorruptError{File: ls.Key(), Reason: "the lane state has no source position", Err: recovery.ErrCorruptCheckpoint})
 		return nil, false
 	}
 	l := &lane{
