@@ -40,6 +40,13 @@ committed. Killed at any instant, the same command resumes from the last
 checkpoint and publishes nothing twice. At the end of a bounded source
 (and on SIGTERM/SIGINT) it takes a final checkpoint, commits it and exits 0.
 
+With --group NAME (group mode), every process started with the same
+command joins Kafka consumer group NAME and runs the partitions it is
+assigned, each with its own part files and a state object whose
+conditional writes fence a process that lost the partition: exactly once
+through rebalances, crashes and paused processes (kafka:// source, s3://
+sink and state; see docs/scale-out.md).
+
 Sources:
   file://DIR or DIR      every regular file under DIR, in lexical order, one record per line
                          (LF or CRLF; empty lines skipped; longest --max-record-size); a file
