@@ -296,6 +296,7 @@ func (r *runner) wait(ctx context.Context, polled chan error) error {
 			}
 			if done {
 				r.finished.Store(true)
+				r.sweepFinished(ctx)
 				return nil
 			}
 		}

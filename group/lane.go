@@ -322,6 +322,33 @@ func (r *runner) sweepOlder(ctx context.Context, l *lane, head *s3.LaneHead) err
 	return r.hook("lane:swept", l.ID)
 }
 
+// sweepFinished takes every finished lane over once more and sweeps what
+// older owners left in it: uploads that a paused process started after
+// the lane's last takeover, when it woke, before it found the lane gone.
+// A lane a newer generation owns is left to that owner.
+func (r *runner) sweepFinished(ctx context.Context) {
+	heads, err := s3.ListLanes(ctx, r.cfg.State)
+	if err != nil {
+		r.cfg.Logger.Warn("sweeping the finished lanes: listing them failed", "err", err)
+		return
+	}
+	owner := s3.LaneOwner{Member: r.g.MemberID(), Generation: r.g.Generation(), Host: r.host, PID: os.Getpid(), RunID: r.runID}
+	for _, h := range heads {
+		if !h.Done {
+			continue
+		}
+		id := kafka.LaneID{Topic: h.Topic, Partition: h.Partition}
+		head, err := s3.NewLaneStore(r.cfg.State, h.Topic, h.Partition).Acquire(ctx, owner, nil)
+		if err != nil || !head.Done {
+			continue
+		}
+		l := &lane{Lane: Lane{ID: id, Epoch: head.Epoch, Name: LaneName(r.cfg.Prefix, id)}}
+		if err := r.sweepOlder(ctx, l, head); err != nil {
+			r.cfg.Logger.Warn("sweeping a finished lane's older staging (the next takeover sweeps it)", "lane", id.String(), "err", err)
+		}
+	}
+}
+
 // sweepFenced deletes the staging data this owner epoch wrote and no
 // record it wrote or tried to write references: the new owner adopted one
 // of those, so what they reference stays.

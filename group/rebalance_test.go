@@ -116,9 +116,9 @@ func TestGroupCrashPoints(t *testing.T) {
 		{"phase1", true, ""},           // a checkpoint prepared, not decided
 		{"decided", true, ""},          // decided, not published
 		{"committed:1", true, ""},      // one file of a checkpoint published
-		// decided and not published; the joiner takes the lanes over and
-		// crashes between publishing two inherited files
-		{"decided", true, "recover:committed:1"},
+		// one file of a checkpoint published; the joiner takes the lanes
+		// over and crashes between publishing two inherited files
+		{"committed:1", true, "recover:committed:1"},
 	}
 	for _, tc := range points {
 		t.Run(tc.point+tc.then, func(t *testing.T) {

@@ -83,7 +83,7 @@ const (
 	// events, twice as long (up to groupChaosHoldMax) whenever the job
 	// runs ahead of them, so that it is still running when they end.
 	groupChaosHoldMin = 2 * time.Second
-	groupChaosHoldMax = 8 * time.Second
+	groupChaosHoldMax = 32 * time.Second
 	// groupChaosPause is how long a zombie sleeps: three session timeouts,
 	// so the group surely gave its partitions to others.
 	groupChaosPause = 3 * groupChaosSession
