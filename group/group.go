@@ -176,7 +176,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		err = perr
 	}
 	r.stopAll(false)
-	r.sweeps.Wait()
 	return r.result(), err
 }
 
@@ -229,9 +228,8 @@ type runner struct {
 	runID string
 	fatal chan error // capacity 1: the first lane error that ends the run
 
-	mu     sync.Mutex
-	lanes  map[kafka.LaneID]*lane
-	sweeps sync.WaitGroup // sweeps of finished lanes
+	mu    sync.Mutex
+	lanes map[kafka.LaneID]*lane
 
 	runs, records, fenced, released atomic.Int64
 	checkpoints                     atomic.Uint64

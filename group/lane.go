@@ -139,17 +139,9 @@ func (r *runner) takeOver(ctx context.Context, id kafka.LaneID, owner s3.LaneOwn
 		return nil, false
 	}
 	if head.Done {
-		// Nothing to read; what crashed or paused owners left is swept,
-		// as at every takeover.
+		// Nothing to read. What paused owners left in it is swept by the
+		// process that finds the job finished (sweepFinished).
 		r.cfg.Logger.Info("lane finished earlier: nothing to read", "lane", id.String(), "epoch", head.Epoch)
-		l := &lane{Lane: Lane{ID: id, Epoch: head.Epoch, Name: LaneName(r.cfg.Prefix, id)}}
-		r.sweeps.Add(1)
-		go func() {
-			defer r.sweeps.Done()
-			if err := r.sweepOlder(context.WithoutCancel(ctx), l, head); err != nil {
-				r.cfg.Logger.Warn("sweeping a finished lane's older staging (the next takeover sweeps it)", "lane", id.String(), "err", err)
-			}
-		}()
 		return nil, false
 	}
 	if head.Checkpoint == nil || len(head.Checkpoint.Source) == 0 {
@@ -339,7 +331,13 @@ func (r *runner) sweepFinished(ctx context.Context) {
 		}
 		id := kafka.LaneID{Topic: h.Topic, Partition: h.Partition}
 		head, err := s3.NewLaneStore(r.cfg.State, h.Topic, h.Partition).Acquire(ctx, owner, nil)
-		if err != nil || !head.Done {
+		if err != nil {
+			if !errors.Is(err, s3.ErrStaleGeneration) {
+				r.cfg.Logger.Warn("sweeping a finished lane: taking it over failed (the next takeover sweeps it)", "lane", id.String(), "err", err)
+			}
+			continue
+		}
+		if !head.Done {
 			continue
 		}
 		l := &lane{Lane: Lane{ID: id, Epoch: head.Epoch, Name: LaneName(r.cfg.Prefix, id)}}

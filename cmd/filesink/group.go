@@ -110,7 +110,7 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 		State: st, Backend: backend, Prefix: f.prefix, Identity: id, Logger: log,
 		Output: t.backend, DeadLetter: t.dead,
 		NewSinks: func(_ context.Context, lane group.Lane) ([]pipeline.Sink, error) {
-			w, err := f.newWriter(j, l, 0, lane.PartPrefix(), policy, max(l.budget, 1<<20),
+			w, err := f.newWriter(j, l, 0, lane.PartPrefix(), policy, l.budget, // the pool's share applies
 				pipeline.OpenPartsPerSubtask(f.maxOpenFiles, 1), log.With("lane", lane.ID.String()),
 				filesink.WithBudgetPool(pool), filesink.WithManifestWriter(lane.Name))
 			if err != nil {
