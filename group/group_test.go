@@ -185,23 +185,12 @@ func (e *env) check(ctx context.Context) {
 	e.t.Helper()
 	got := map[string]int{}
 	files := 0
-	p := s3api.NewListObjectsV2Paginator(e.client, &s3api.ListObjectsV2Input{Bucket: &e.bucket, Prefix: aws.String("out/")})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			e.t.Fatal(err)
+	for _, key := range visibleKeys(ctx, e.t, e.client, e.bucket) {
+		if !strings.Contains(key, "/part-"+topic+".") {
+			e.t.Errorf("visible object %s is not a lane's part file", key)
 		}
-		for _, o := range page.Contents {
-			key := aws.ToString(o.Key)
-			if strings.Contains(key, "/_filesink") {
-				continue
-			}
-			if !strings.Contains(key, "/part-"+topic+".") {
-				e.t.Errorf("visible object %s is not a lane's part file", key)
-			}
-			files++
-			e.readIDs(ctx, key, got)
-		}
+		files++
+		e.readIDs(ctx, key, got)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -236,6 +225,26 @@ func (e *env) check(ctx context.Context) {
 		}
 	}
 	e.t.Logf("%d records exactly once in %d files; takeovers per lane: %v", len(e.want), files, e.epochs)
+}
+
+// visibleKeys lists the visible objects of the output "out/" in bucket:
+// everything but the metadata and staging under _filesink.
+func visibleKeys(ctx context.Context, t testing.TB, client *s3api.Client, bucket string) []string {
+	t.Helper()
+	var keys []string
+	p := s3api.NewListObjectsV2Paginator(client, &s3api.ListObjectsV2Input{Bucket: &bucket, Prefix: aws.String("out/")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page.Contents {
+			if key := aws.ToString(o.Key); !strings.Contains(key, "/_filesink") {
+				keys = append(keys, key)
+			}
+		}
+	}
+	return keys
 }
 
 // checkManifests reads the output's commit manifests: the offsets their

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/filesink/filesink/committer"
@@ -86,33 +85,25 @@ func (e *laneEnv) owner(ctx context.Context, gen int32, member string, stop chan
 func (e *laneEnv) published(ctx context.Context) (map[int]int, []string) {
 	e.t.Helper()
 	ids := map[int]int{}
-	var names []string
-	p := s3api.NewListObjectsV2Paginator(e.client, &s3api.ListObjectsV2Input{Bucket: &e.bucket, Prefix: aws.String("out/")})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	names := visibleKeys(ctx, e.t, e.client, e.bucket)
+	for _, key := range names {
+		out, err := e.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &e.bucket, Key: &key})
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		for _, o := range page.Contents {
-			key := aws.ToString(o.Key)
-			if strings.Contains(key, "/_filesink") {
-				continue
+		dec := json.NewDecoder(out.Body)
+		for {
+			var r struct{ ID int }
+			err := dec.Decode(&r)
+			if err == io.EOF {
+				break
 			}
-			names = append(names, key)
-			out, err := e.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &e.bucket, Key: &key})
 			if err != nil {
-				e.t.Fatal(err)
+				e.t.Fatalf("%s: %v", key, err)
 			}
-			dec := json.NewDecoder(out.Body)
-			for {
-				var r struct{ ID int }
-				if err := dec.Decode(&r); err != nil {
-					break
-				}
-				ids[r.ID]++
-			}
-			out.Body.Close()
+			ids[r.ID]++
 		}
+		out.Body.Close()
 	}
 	return ids, names
 }
