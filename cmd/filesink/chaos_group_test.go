@@ -10,12 +10,15 @@ package main
 // session timeouts and SIGCONT (a zombie whose partitions moved while it
 // slept), a process started (scale up, at most 4) and SIGTERM (scale down:
 // a clean handoff, exit 0; the slot is filled again by a later scale up).
-// While the events happen the proxy holds each part upload for a while (a
-// slow S3), so that the job is still running when they end. If the events
-// made no zombie that the fence stopped, one is made: a process's HEAD
-// write is held in the proxy while the process sleeps and let go once
-// another process took the lane over. Then every process must exit 0 on
-// its own (bounded: once every lane is finished), and:
+// While the events happen the proxy holds every lane HEAD write that marks
+// a lane done (its owners wait on it, are revoked, killed or paused like
+// any other), so the job cannot finish before the events end, and it holds
+// each part upload for a while (a slow S3), so that data still flows while
+// they land. If the events made no zombie that the fence stopped, one is
+// made: a process's HEAD write is held in the proxy while the process
+// sleeps and let go once another process took the lane over. Then the
+// held writes are let go, every process must exit 0 on its own (bounded:
+// once every lane is finished), and:
 //   - every committed input record is in the visible output exactly once,
 //     in a part file of its partition, and no record of an aborted
 //     transaction;
@@ -31,6 +34,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -80,8 +84,9 @@ const (
 	// ample time.
 	groupChaosRebalance = 3 * time.Second
 	// The proxy holds every part upload for groupChaosHoldMin during the
-	// events, twice as long (up to groupChaosHoldMax) whenever the job
-	// runs ahead of them, so that it is still running when they end.
+	// events, twice as long (up to groupChaosHoldMax) whenever the job's
+	// data runs ahead of them, so that data still flows while they land
+	// (holdDone keeps the job from finishing before they end).
 	groupChaosHoldMin = 2 * time.Second
 	groupChaosHoldMax = 32 * time.Second
 	// groupChaosPause is how long a zombie sleeps: three session timeouts,
@@ -144,9 +149,11 @@ func TestChaosGroup(t *testing.T) {
 	for i := range groupChaosStart {
 		g.start(i)
 	}
+	releaseDone := g.holdDone()
 	hold := g.chaos()
 	g.forceFence()
 	g.proxy.Remove(hold)
+	releaseDone()
 	g.drain()
 	g.finalRun()
 	g.checkOutput()
@@ -400,11 +407,39 @@ func (g *groupChaos) wake(all bool) {
 	}
 }
 
+// holdDone makes the proxy hold every write of a lane's HEAD that marks
+// the lane done, until the returned func is called: no lane can finish, so
+// the job runs until the events are over. A held write whose process is
+// killed, or whose lane is revoked, is dropped (the client gave up); one
+// of a paused process goes on when it is let go and loses with 412 if the
+// lane moved meanwhile. The rule comes before the others (the reply cuts
+// of cutHeadReplies would let a write through).
+func (g *groupChaos) holdDone() (release func()) {
+	gate := make(chan struct{})
+	done := []byte(`"done":true`)
+	id := g.proxy.AddFirst(faultproxy.Rule{
+		Kinds: []faultproxy.Kind{faultproxy.PutObject}, Action: faultproxy.Forward, Gate: gate,
+		Match: func(r *http.Request) bool {
+			if !isLaneHead(r.URL.Path) {
+				return false
+			}
+			b, err := faultproxy.PeekBody(r)
+			return err == nil && bytes.Contains(b, done)
+		},
+	})
+	return sync.OnceFunc(func() {
+		g.proxy.Remove(id)
+		close(gate)
+		g.note("the proxy lets the lanes' HEAD writes that mark them done go (%d held)", g.proxy.Fired(id))
+	})
+}
+
 // chaos runs the events, one every 100 to 400 ms, until there were
 // g.nEvents or the job finished (which fails the test: the events must
-// land while it runs). The proxy holds the part uploads meanwhile (see
-// groupChaosHoldMin), longer whenever the job runs ahead of the events;
-// chaos returns that rule, for the caller to remove.
+// land while it runs; holdDone sees to that). The proxy holds the part
+// uploads meanwhile (see groupChaosHoldMin), longer whenever the job's
+// data runs ahead of the events; chaos returns that rule, for the caller
+// to remove.
 func (g *groupChaos) chaos() (rule faultproxy.RuleID) {
 	start := time.Now()
 	hold := groupChaosHoldMin
@@ -587,11 +622,11 @@ func (g *groupChaos) lost412() int {
 // none (no lane HEAD write lost with 412): while nearly every event changes
 // the group's members, the group rebalances most of the time, and a paused
 // process seldom owns a lane that moves while it sleeps. Up to three
-// times: the next HEAD write of a process that owns an unfinished lane is
-// held in the proxy and the process paused; when another process has taken
-// that lane over, the held write is let go (a paused process's late write)
-// and must lose with 412; the process sleeps groupChaosPause at least, and
-// wakes.
+// times: a process is started whose first lane HEAD write (the takeover of
+// a lane the group gives it) is held in the proxy, and paused once it
+// sent it; when another process has taken that lane over, the held write
+// is let go (a paused process's late write) and must lose with 412; the
+// process sleeps groupChaosPause at least, and wakes.
 func (g *groupChaos) forceFence() {
 	for attempt := 1; attempt <= 3 && g.lost412() == 0 && !g.done; attempt++ {
 		g.fenceAttempt(attempt)
@@ -600,30 +635,44 @@ func (g *groupChaos) forceFence() {
 
 func (g *groupChaos) fenceAttempt(attempt int) {
 	g.wake(true)
-	for len(g.live(false)) < 2 && g.freeSlot() >= 0 {
-		slot := g.freeSlot()
-		g.start(slot)
-		g.note("forced zombie %d: started %v to take the lanes over", attempt, g.members[slot])
-	}
-	var m *groupMember
-	for deadline := time.Now().Add(time.Minute); m == nil; time.Sleep(50 * time.Millisecond) {
+	// A process that will take lanes over from the one left running, and
+	// a free slot for it: a process that got SIGTERM frees its slot
+	// within a rebalance timeout; else one of two or more at work is
+	// killed.
+	slot := -1
+	for deadline := time.Now().Add(time.Minute); slot < 0; time.Sleep(50 * time.Millisecond) {
 		g.reap()
 		if g.done || time.Now().After(deadline) {
-			g.note("forced zombie %d: no process owned an unfinished lane within a minute (job finished: %v)", attempt, g.done)
+			g.note("forced zombie %d: no free slot within a minute (job finished: %v)", attempt, g.done)
 			return
 		}
-		if busy := g.live(false); len(busy) >= 2 {
-			if owners := g.owners(busy); len(owners) > 0 {
-				m = owners[0]
+		if len(g.live(false)) == 0 && g.freeSlot() >= 0 {
+			s := g.freeSlot()
+			g.start(s)
+			g.note("forced zombie %d: started %v, to take the lanes over from the zombie", attempt, g.members[s])
+			continue
+		}
+		if busy := g.live(false); len(busy) > 0 {
+			if slot = g.freeSlot(); slot < 0 && len(busy) >= 2 && len(g.live(true)) == len(busy) {
+				m := busy[0]
+				m.p.Kill()
+				g.members[m.slot] = nil
+				g.note("forced zombie %d: kill -9 %v for a free slot", attempt, m)
+				slot = m.slot
 			}
 		}
 	}
+	// The zombie is a process started now: its first lane HEAD write is
+	// the takeover of a lane the group gives it (in the assign callback),
+	// held in the proxy while the process sleeps.
 	heads := "/" + g.bucket + "/" + groupChaosLanes
-	ua := "app/" + groupAppID(m.run)
+	ua := "app/" + groupAppID(g.runs+1)
 	var mu sync.Mutex
 	held := "" // the path of the held write
 	gate := make(chan struct{})
-	rule := g.proxy.Add(faultproxy.Rule{
+	// First: before holdDone's rule, which would hold a write that marks
+	// a lane done until the end.
+	rule := g.proxy.AddFirst(faultproxy.Rule{
 		Kinds: []faultproxy.Kind{faultproxy.PutObject}, Times: 1, Action: faultproxy.Forward, Gate: gate,
 		Match: func(r *http.Request) bool {
 			ok := strings.HasPrefix(r.URL.Path, heads) && slices.Contains(strings.Fields(r.Header.Get("User-Agent")), ua)
@@ -638,6 +687,9 @@ func (g *groupChaos) fenceAttempt(attempt int) {
 	release := sync.OnceFunc(func() { close(gate) })
 	defer g.proxy.Remove(rule)
 	defer release()
+	g.start(slot)
+	m := g.members[slot]
+	g.note("forced zombie %d: started %v; the proxy holds its first lane HEAD write", attempt, m)
 	for deadline := time.Now().Add(30 * time.Second); g.proxy.Fired(rule) == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) || m.p.Exited() {
 			g.note("forced zombie %d: %v wrote no lane HEAD within 30s (exited: %v)", attempt, m, m.p.Exited())

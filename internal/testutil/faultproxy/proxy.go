@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -75,7 +76,8 @@ type Rule struct {
 	// Kinds the rule applies to; empty means every kind.
 	Kinds []Kind
 	// Match, if set, must also return true. It sees the incoming request
-	// (method, URL, headers) and must not read the body or call the Proxy.
+	// (method, URL, headers) and must not call the Proxy; it may read the
+	// body only through PeekBody, which puts it back.
 	Match func(*http.Request) bool
 	// Action to take.
 	Action Action
@@ -211,8 +213,27 @@ func (p *Proxy) Close() {
 	})
 }
 
+// PeekBody returns the body of r, an incoming request, and puts it back for
+// the rules after and for forwarding (a Match func may call it). The body
+// is as the client sent it: an aws-chunked body keeps its chunk framing.
+func PeekBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	b, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b, err
+}
+
 // Add adds a rule after the existing ones and returns its id.
-func (p *Proxy) Add(r Rule) RuleID {
+func (p *Proxy) Add(r Rule) RuleID { return p.add(r, false) }
+
+// AddFirst adds a rule before the existing ones (it is tried first) and
+// returns its id.
+func (p *Proxy) AddFirst(r Rule) RuleID { return p.add(r, true) }
+
+func (p *Proxy) add(r Rule, first bool) RuleID {
 	if r.Action < 0 || r.Action >= numActions {
 		panic(fmt.Sprintf("faultproxy: invalid action %d", r.Action))
 	}
@@ -232,7 +253,11 @@ func (p *Proxy) Add(r Rule) RuleID {
 	defer p.mu.Unlock()
 	p.nextID++
 	ru.id = p.nextID
-	p.rules = append(p.rules, ru)
+	if first {
+		p.rules = append([]*rule{ru}, p.rules...)
+	} else {
+		p.rules = append(p.rules, ru)
+	}
 	p.all[ru.id] = ru
 	return ru.id
 }

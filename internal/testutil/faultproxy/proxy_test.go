@@ -437,6 +437,33 @@ func TestMatchAndDelay(t *testing.T) {
 	wantCount(t, "Requests(PutObject)", p.Requests(faultproxy.PutObject), 2)
 }
 
+// TestAddFirst: a rule added with AddFirst is tried before the others, and
+// a Match may read the body through PeekBody without changing what is
+// forwarded.
+func TestAddFirst(t *testing.T) {
+	t.Parallel()
+	bucket, p, c, direct := setup(t)
+	later := p.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.PutObject}, Action: faultproxy.Forward})
+	first := p.AddFirst(faultproxy.Rule{
+		Kinds: []faultproxy.Kind{faultproxy.PutObject}, Action: faultproxy.InternalError,
+		Match: func(r *http.Request) bool {
+			b, err := faultproxy.PeekBody(r)
+			return err == nil && bytes.Contains(b, []byte("refuse me"))
+		},
+	})
+	if err := putObject(c, bucket, "refused", []byte("please refuse me"), noRetry); err == nil {
+		t.Fatal("PutObject of a body the first rule matches succeeded; want its 500")
+	}
+	if err := putObject(c, bucket, "kept", []byte("keep me"), noRetry); err != nil {
+		t.Fatalf("PutObject of a body the first rule does not match: %v", err)
+	}
+	if got := getObject(t, direct, bucket, "kept"); string(got) != "keep me" {
+		t.Fatalf("object after PeekBody = %q, want %q", got, "keep me")
+	}
+	wantCount(t, "Fired(first)", int64(p.Fired(first)), 1)
+	wantCount(t, "Fired(later)", int64(p.Fired(later)), 1)
+}
+
 // TestConcurrentRules: rules change while requests are in flight (run with
 // -race); with retries every write lands.
 func TestConcurrentRules(t *testing.T) {
