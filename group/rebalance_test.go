@@ -1,14 +1,21 @@
 package group_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/group"
+	"github.com/filesink/filesink/internal/testutil/faultproxy"
 	"github.com/filesink/filesink/source/kafka"
 )
 
@@ -192,4 +199,93 @@ func TestGroupCrashPoints(t *testing.T) {
 			e.check(ctx)
 		})
 	}
+}
+
+// A member crashes in the middle of a takeover's sweep: it aborts the
+// orphaned uploads that a crashed owner left, but every request that would
+// delete their staging objects fails (its S3 goes through the fault
+// proxy), so it stops with the sweep half done. The next owner sweeps the
+// rest: every record exactly once, and no upload or staging object of an
+// older owner is left once the job is halted.
+func TestGroupCrashDuringSweep(t *testing.T) {
+	ctx := t.Context()
+	e := newEnv(t, partitions)
+	srv := minio.Shared(t)
+	proxy := faultproxy.New(t, srv.Endpoint())
+	proxy.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.DeleteObjects}, Action: faultproxy.InternalError})
+
+	// A crashes in a checkpoint's phase 1: its lanes' open parts stay
+	// behind as uploads that no record references.
+	var once sync.Once
+	fired := make(chan struct{})
+	e.produce(ctx, 100)
+	a := e.start(ctx, false, func(cfg *group.Config) {
+		cfg.Pipeline.CommitterOptions = append(cfg.Pipeline.CommitterOptions, committer.WithHook(crashOnce("phase1", &once, fired)))
+	})
+	<-a.done
+	if !errors.Is(a.err, errCrash) {
+		t.Fatalf("the first member returned %v, want its crash at phase1", a.err)
+	}
+	if n := len(leftovers(ctx, t, e)); n == 0 {
+		t.Fatal("the crash at phase1 left no staging data: the sweep would have nothing to do")
+	}
+
+	// B sweeps through the proxy and stops in the middle.
+	b := e.start(ctx, false, func(cfg *group.Config) {
+		be, err := s3.New(srv.ClientAt(t, proxy.URL()), e.bucket, "out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Backend = be
+	})
+	<-b.done
+	if b.err == nil || !strings.Contains(b.err.Error(), "staging objects") {
+		t.Fatalf("the second member returned %v, want its sweep's failure to delete staging objects", b.err)
+	}
+	if proxy.Requests(faultproxy.AbortMultipartUpload) == 0 || proxy.Injected(faultproxy.DeleteObjects) == 0 {
+		t.Fatalf("the second member did not stop in the middle of a sweep (it should abort uploads, then fail to delete staging objects):\n%s", proxy.Stats())
+	}
+	half := leftovers(ctx, t, e)
+	if len(half) == 0 {
+		t.Fatal("nothing left after the half-done sweep")
+	}
+	t.Logf("after the sweep stopped half-way: %d left, e.g. %s", len(half), half[0])
+
+	c := e.start(ctx, false, nil)
+	e.produce(ctx, 100)
+	e.waitCommitted(ctx)
+	c.halt(t)
+	e.check(ctx)
+	if left := leftovers(ctx, t, e); len(left) > 0 {
+		t.Errorf("%d upload(s) and staging object(s) left after the next owner's sweep and a clean halt, e.g. %s", len(left), left[0])
+	}
+}
+
+// leftovers lists the multipart uploads and staging objects of the
+// output.
+func leftovers(ctx context.Context, t *testing.T, e *env) []string {
+	t.Helper()
+	var left []string
+	up := s3api.NewListMultipartUploadsPaginator(e.client, &s3api.ListMultipartUploadsInput{Bucket: &e.bucket})
+	for up.HasMorePages() {
+		page, err := up.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range page.Uploads {
+			left = append(left, "the upload of "+aws.ToString(u.Key))
+		}
+	}
+	prefix := "out/" + s3.StagingDir + "/"
+	sp := s3api.NewListObjectsV2Paginator(e.client, &s3api.ListObjectsV2Input{Bucket: &e.bucket, Prefix: &prefix})
+	for sp.HasMorePages() {
+		page, err := sp.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page.Contents {
+			left = append(left, "the staging object "+aws.ToString(o.Key))
+		}
+	}
+	return left
 }
