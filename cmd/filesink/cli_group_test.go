@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,6 +100,29 @@ func TestGroupRunStateVerify(t *testing.T) {
 	st := mustRun(t, "state", "--state", sink+"/_filesink", "--s3-endpoint", srv.Endpoint(), "--s3-path-style")
 	if !strings.Contains(st.stdout, "4 lane(s), 4 finished") || !strings.Contains(st.stdout, "finished") {
 		t.Errorf("state does not list 4 finished lanes:\n%s", st.stdout)
+	}
+	if strings.Contains(st.stdout, "LAG") {
+		t.Errorf("state without --source shows a lag column:\n%s", st.stdout)
+	}
+	// Records produced after the job: with --source, state shows them as
+	// the lag of their partition's lane.
+	kc.MustProduce(t, "orders", 2, "{}", "{}", "{}", "{}", "{}", "{}", "{}")
+	st = mustRun(t, "state", "--state", sink+"/_filesink", "--source", src, "--s3-endpoint", srv.Endpoint(), "--s3-path-style")
+	lags := map[string]string{}
+	for _, line := range strings.Split(st.stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 6 && f[0] == "orders" {
+			lags[f[1]] = f[6]
+		}
+	}
+	if want := map[string]string{"0": "0", "1": "0", "2": "7", "3": "0"}; !maps.Equal(lags, want) {
+		t.Errorf("state --source: lag per partition %v, want %v:\n%s", lags, want, st.stdout)
+	}
+	js := mustRun(t, "state", "--state", sink+"/_filesink", "--source", src, "--json", "--s3-endpoint", srv.Endpoint(), "--s3-path-style")
+	if !strings.Contains(js.stdout, `"partition":2,`) || strings.Count(js.stdout, `"lag":7`) != 1 || strings.Count(js.stdout, `"lag":0`) != 3 {
+		t.Errorf("state --source --json: want lag 7 on one lane and 0 on three:\n%s", js.stdout)
+	}
+	if r := cli(t, "state", "--state", sink+"/_filesink", "--source", "in.jsonl"); r.code != 2 || !strings.Contains(r.stderr, "only a kafka:// source") {
+		t.Errorf("state --source with a file: %v", r)
 	}
 	v := mustRun(t, "verify", "--sink", sink, "--s3-endpoint", srv.Endpoint(), "--s3-path-style")
 	if !strings.Contains(v.stdout, "4 lane state(s)") {

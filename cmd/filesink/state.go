@@ -15,18 +15,22 @@ import (
 )
 
 func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("state", `--state DIR [--json]
+	fs := newFlagSet("state", `--state DIR [--source kafka://BROKERS/TOPIC] [--json]
 
 Prints the retained checkpoint records, oldest first: id, time, source
 position, and per participant the in-progress parts and the committables
 still pending at that checkpoint. For a job in group mode (--group), it
 prints its lanes instead: per topic and partition the owner epoch, the
 newest checkpoint, the next and end offsets, the files pending, whether
-the lane is owned, released or finished, and its last owner. A record that cannot be read (truncated,
-garbage, checksum mismatch, a newer format version) is named on a line of
-its own (on stderr with --json) and skipped; the others are printed, and
-the exit status is then 1.`, stdout)
+the lane is owned, released or finished, and its last owner; with
+--source (the job's), also each lane's lag: the records committed to the
+partition (its last stable offset) that the lane has not committed yet.
+A record that cannot be read (truncated, garbage, checksum mismatch, a
+newer format version) is named on a line of its own (on stderr with
+--json) and skipped; the others are printed, and the exit status is then
+1.`, stdout)
 	dir := fs.String("state", "", "checkpoint store `DIR` or s3://BUCKET/PREFIX (required; the run default is OUT/_filesink)")
+	src := fs.String("source", "", "the group job's kafka://BROKERS/TOPIC `URI`: show each lane's lag")
 	asJSON := fs.Bool("json", false, "print the records as JSON, one per line")
 	var s3f s3Flags
 	s3f.register(fs, false)
@@ -35,6 +39,9 @@ the exit status is then 1.`, stdout)
 	}
 	if *dir == "" {
 		return usageError("state: --state is required")
+	}
+	if *src != "" && !isKafka(*src) {
+		return usageError("state: --source %s: only a kafka:// source has lanes to show the lag of", redactURI(*src))
 	}
 	store, err := openStore(ctx, *dir, &s3f, nil, false, nil)
 	if err != nil {
@@ -50,8 +57,17 @@ the exit status is then 1.`, stdout)
 			return inCommand("state", err)
 		}
 		if len(heads) > 0 {
-			return printLanes(stdout, heads, *asJSON)
+			var lso map[kafka.LaneID]int64
+			if *src != "" {
+				if lso, err = lastStable(ctx, *src); err != nil {
+					return inCommand("state", err)
+				}
+			}
+			return printLanes(stdout, heads, lso, *asJSON)
 		}
+	}
+	if *src != "" {
+		return usageError("state: --source applies to a job in group mode; %s holds no lanes", store.Location())
 	}
 	if len(recs)+len(bad) == 0 {
 		fmt.Fprintf(stdout, "no checkpoint records in %s\n", *dir)
@@ -75,12 +91,42 @@ the exit status is then 1.`, stdout)
 	return exitError{code: 1, msg: fmt.Sprintf("state: %d corrupt checkpoint record(s) in %s (filesink run stops on this state until it is repaired: see the runbook)", len(bad), store.Location())}
 }
 
+// lastStable asks the brokers of the kafka:// URI src for the last stable
+// offset of every partition of its topics.
+func lastStable(ctx context.Context, src string) (map[kafka.LaneID]int64, error) {
+	cfg, err := kafka.ParseURI(src)
+	if err != nil {
+		return nil, usageError("state: --source: %v", err)
+	}
+	return kafka.LastStableOffsets(ctx, cfg)
+}
+
+// laneLag is a lane's lag: the partition's last stable offset in lso
+// minus the lane's next offset, nil if either is unknown (no lso: no
+// --source).
+func laneLag(h *s3sink.LaneHead, lso map[kafka.LaneID]int64) *int64 {
+	hi, ok := lso[kafka.LaneID{Topic: h.Topic, Partition: h.Partition}]
+	if !ok || h.Checkpoint == nil {
+		return nil
+	}
+	_, next, _, err := kafka.LanePosition(h.Checkpoint.Source)
+	if err != nil {
+		return nil
+	}
+	lag := max(hi-next, 0)
+	return &lag
+}
+
 // printLanes prints the lanes of a group-mode job: per partition its
-// owner, epoch, offsets and newest checkpoint, as a table or JSON lines.
-func printLanes(stdout io.Writer, heads []*s3sink.LaneHead, asJSON bool) error {
+// owner, epoch, offsets and newest checkpoint, and its lag if lso holds
+// the partition's last stable offset, as a table or JSON lines.
+func printLanes(stdout io.Writer, heads []*s3sink.LaneHead, lso map[kafka.LaneID]int64, asJSON bool) error {
 	if asJSON {
 		for _, h := range heads {
-			b, err := json.Marshal(h)
+			b, err := json.Marshal(struct {
+				*s3sink.LaneHead
+				Lag *int64 `json:"lag,omitempty"`
+			}{h, laneLag(h, lso)})
 			if err != nil {
 				return err
 			}
@@ -89,7 +135,11 @@ func printLanes(stdout io.Writer, heads []*s3sink.LaneHead, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tEPOCH\tCHECKPOINT\tNEXT\tEND\tPENDING\tSTATUS\tOWNER\tUPDATED")
+	lagCol := ""
+	if lso != nil {
+		lagCol = "LAG\t"
+	}
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tEPOCH\tCHECKPOINT\tNEXT\tEND\t"+lagCol+"PENDING\tSTATUS\tOWNER\tUPDATED")
 	finished := 0
 	for _, h := range heads {
 		id, next, end, pending := uint64(0), "-", "-", 0
@@ -114,7 +164,14 @@ func printLanes(stdout io.Writer, heads []*s3sink.LaneHead, asJSON bool) error {
 			status = "released"
 		}
 		owner := fmt.Sprintf("%s pid %d (generation %d)", h.Owner.Host, h.Owner.PID, h.Owner.Generation)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", h.Topic, h.Partition, h.Epoch, id, next, end, pending,
+		lag := ""
+		if lso != nil {
+			lag = "-\t"
+			if l := laneLag(h, lso); l != nil {
+				lag = strconv.FormatInt(*l, 10) + "\t"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s%d\t%s\t%s\t%s\n", h.Topic, h.Partition, h.Epoch, id, next, end, lag, pending,
 			status, owner, h.Updated.Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil {
