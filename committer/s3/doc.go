@@ -33,6 +33,10 @@
 // committer.ErrAlreadyExists) and lets Sweep find every upload this backend
 // created: MinIO's ListMultipartUploads only lists the uploads of one exact
 // key (a prefix lists nothing), so uploads cannot be found by prefix there.
+// An upload whose marker is gone (a paused writer created it after a sweep
+// had deleted the marker of an upload not yet there) is still found: Sweep
+// lists every upload of the bucket, and keeps those under the prefix, when
+// the prefix lists none.
 //
 // # Writing
 //

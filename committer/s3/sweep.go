@@ -33,9 +33,10 @@ func inNamespace(namespace string) func(base string) bool {
 
 // staging lists the staging objects of targets whose base name match
 // accepts, by target; with uploads set, targets that have a multipart
-// upload under the prefix (as ListMultipartUploads with a prefix reports
-// them: AWS does, MinIO lists only uploads of an exact key, which the
-// markers name) are added with an empty set.
+// upload under the prefix are added with an empty set. AWS lists the
+// uploads under a prefix; MinIO lists those of an exact key only, and
+// every upload of the bucket for no prefix, which staging then asks for
+// (filtering by the prefix itself) when the prefix listed none.
 func (b *Backend) staging(ctx context.Context, match func(base string) bool, uploads bool) (map[string]*stagingSet, []string, error) {
 	sets := map[string]*stagingSet{}
 	var unknown []string
@@ -73,13 +74,23 @@ func (b *Backend) staging(ctx context.Context, match func(base string) bool, upl
 		if prefix != "" {
 			prefix += "/"
 		}
-		err := b.listUploads(ctx, prefix, func(u s3types.MultipartUpload) error {
+		listed := false
+		add := func(u s3types.MultipartUpload) error {
+			listed = true
 			rel, ok := strings.CutPrefix(aws.ToString(u.Key), prefix)
 			if ok && checkTarget(rel) == nil && match(path.Base(rel)) {
 				get(rel)
 			}
 			return nil
-		})
+		}
+		err := b.listUploads(ctx, prefix, add)
+		if err == nil && !listed && prefix != "" {
+			// MinIO lists nothing for a prefix that is not a whole key,
+			// and every upload for none: an upload whose marker is gone
+			// (a paused owner created it after a sweep deleted the marker
+			// of an upload not yet there) is found only that way.
+			err = b.listUploads(ctx, "", add)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
