@@ -287,8 +287,10 @@ type LaneSource struct {
 	ch       chan *kgo.Record
 	bytes    atomic.Int64 // bytes of the values in ch
 	maxBytes int64
-	full     atomic.Bool  // the partition is paused until Next drains ch
-	hwm      atomic.Int64 // the partition's high watermark in the newest fetch
+	full     atomic.Bool   // the partition is paused until Next drains ch
+	waiting  atomic.Bool   // Run waits in awaitRoom for Next to drain ch
+	drained  chan struct{} // capacity 1: Next drained ch to half while Run waited
+	hwm      atomic.Int64  // the partition's high watermark in the newest fetch
 
 	// Run's goroutine only.
 	stash    []*kgo.Record // paused for being full: records held back, in order (Run's goroutine)
@@ -311,7 +313,7 @@ func (g *Group) newLane(id LaneID) *LaneSource {
 	l := &LaneSource{
 		g: g, id: id, name: id.String(), interval: g.v.probeInterval,
 		ready: make(chan struct{}), next: 0, end: -1,
-		ch: make(chan *kgo.Record, g.cfg.laneRecords), maxBytes: g.cfg.laneBytes,
+		ch: make(chan *kgo.Record, g.cfg.laneRecords), maxBytes: g.cfg.laneBytes, drained: make(chan struct{}, 1),
 		closeCh: make(chan struct{}), detachCh: make(chan struct{}),
 		errCh: make(chan struct{}),
 	}
@@ -402,23 +404,47 @@ func (l *LaneSource) offer(r *kgo.Record) bool {
 // a stuck lane from holding up the others and the rebalances.
 const laneWait = 250 * time.Millisecond
 
-// awaitRoom waits up to laneWait for the lane to drain to half, then
-// offers r again; it reports whether the lane took r.
+// awaitRoom waits up to laneWait for the lane to drain to half (Next
+// signals it), then offers r again; it reports whether the lane took r.
+// A lane closed or revoked meanwhile ends the wait.
 func (l *LaneSource) awaitRoom(r *kgo.Record) bool {
-	deadline := time.Now().Add(laneWait)
-	for time.Now().Before(deadline) && l.live() {
-		time.Sleep(time.Millisecond)
-		if len(l.ch) <= cap(l.ch)/2 && l.bytes.Load() <= l.maxBytes/2 {
+	t := time.NewTimer(laneWait)
+	defer t.Stop()
+	l.waiting.Store(true) // before the check: a drain after it signals
+	defer l.waiting.Store(false)
+	for {
+		if l.halfEmpty() {
 			return l.offer(r)
 		}
+		select {
+		case <-l.drained:
+		case <-t.C:
+			return false
+		case <-l.closeCh:
+			return false
+		case <-l.detachCh:
+			return false
+		}
 	}
-	return false
 }
 
-// took accounts for a record Next took from the queue.
+// halfEmpty reports whether the lane holds at most half its records and
+// bytes.
+func (l *LaneSource) halfEmpty() bool {
+	return len(l.ch) <= cap(l.ch)/2 && l.bytes.Load() <= l.maxBytes/2
+}
+
+// took accounts for a record Next took from the queue, and tells Run,
+// if it waits for room, that there is.
 func (l *LaneSource) took(r *kgo.Record) *kgo.Record {
 	l.bytes.Add(-int64(len(r.Value)))
 	l.maybeResume()
+	if l.waiting.Load() && l.halfEmpty() {
+		select {
+		case l.drained <- struct{}{}:
+		default:
+		}
+	}
 	return r
 }
 
@@ -426,7 +452,7 @@ func (l *LaneSource) took(r *kgo.Record) *kgo.Record {
 // at most half its records and bytes. Run (after pausing) and Next (after
 // taking) both call it: whichever sees the lane drained asks, once.
 func (l *LaneSource) maybeResume() {
-	if l.full.Load() && len(l.ch) <= cap(l.ch)/2 && l.bytes.Load() <= l.maxBytes/2 && l.full.CompareAndSwap(true, false) {
+	if l.full.Load() && l.halfEmpty() && l.full.CompareAndSwap(true, false) {
 		l.g.wake(l)
 	}
 }
