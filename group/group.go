@@ -153,7 +153,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &runner{cfg: cfg, lanes: map[kafka.LaneID]*lane{}, fatal: make(chan error, 1), runID: newRunID()}
+	r := &runner{cfg: cfg, lanes: map[kafka.LaneID]*lane{}, fatal: make(chan error, 1), laneDone: make(chan struct{}, 1), runID: newRunID()}
 	r.host, _ = os.Hostname()
 	g, err := kafka.JoinGroup(ctx, cfg.Kafka, r)
 	if err != nil {
@@ -227,6 +227,9 @@ type runner struct {
 	host  string
 	runID string
 	fatal chan error // capacity 1: the first lane error that ends the run
+	// laneDone (capacity 1) is signalled when a lane of this process
+	// finished (bounded): wait checks at once whether the job is.
+	laneDone chan struct{}
 
 	mu    sync.Mutex
 	lanes map[kafka.LaneID]*lane
@@ -264,16 +267,24 @@ func (r *runner) hook(point string, id kafka.LaneID) error {
 }
 
 // wait returns when the run must end: Stop, a fatal error, the poll loop's
-// end, or (bounded) every lane of the job finished.
+// end, or (bounded) every lane of the job finished: checked when a lane of
+// this process finishes, and every half checkpoint interval (at least 1 s)
+// for the lanes of the others.
 func (r *runner) wait(ctx context.Context, polled chan error) error {
 	var tick <-chan time.Time
+	var laneDone <-chan struct{}
 	if r.cfg.Kafka.Bounded {
 		t := time.NewTicker(max(time.Second, r.cfg.Pipeline.CheckpointInterval/2))
 		defer t.Stop()
 		tick = t.C
+		laneDone = r.laneDone
 	}
 	for {
 		select {
+		case <-laneDone:
+			if r.checkFinished(ctx) {
+				return nil
+			}
 		case <-r.cfg.Stop:
 			return nil
 		case err := <-r.fatal:
@@ -287,16 +298,25 @@ func (r *runner) wait(ctx context.Context, polled chan error) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick:
-			done, err := r.jobFinished(ctx)
-			if err != nil {
-				r.cfg.Logger.Warn("checking whether every lane is finished", "err", err)
-				continue
-			}
-			if done {
-				r.finished.Store(true)
-				r.sweepFinished(ctx)
+			if r.checkFinished(ctx) {
 				return nil
 			}
 		}
 	}
+}
+
+// checkFinished reports whether every lane of the job is finished; if so,
+// it sweeps the finished lanes first. A failed check is logged and is not
+// finished.
+func (r *runner) checkFinished(ctx context.Context) bool {
+	done, err := r.jobFinished(ctx)
+	if err != nil {
+		r.cfg.Logger.Warn("checking whether every lane is finished", "err", err)
+		return false
+	}
+	if done {
+		r.finished.Store(true)
+		r.sweepFinished(ctx)
+	}
+	return done
 }

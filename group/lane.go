@@ -230,6 +230,10 @@ func (r *runner) runLane(ctx context.Context, l *lane, head *s3.LaneHead) {
 	}
 	if res.EndOfInput {
 		log.Info("lane finished", "checkpoint", res.Checkpoint, "records", res.Records)
+		select {
+		case r.laneDone <- struct{}{}:
+		default:
+		}
 		return
 	}
 	r.released.Add(1)
