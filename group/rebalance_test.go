@@ -1,7 +1,6 @@
 package group_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,13 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/group"
 	"github.com/filesink/filesink/internal/testutil/faultproxy"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
 	"github.com/filesink/filesink/source/kafka"
 )
 
@@ -226,7 +223,7 @@ func TestGroupCrashDuringSweep(t *testing.T) {
 	if !errors.Is(a.err, errCrash) {
 		t.Fatalf("the first member returned %v, want its crash at phase1", a.err)
 	}
-	if n := len(leftovers(ctx, t, e)); n == 0 {
+	if n := len(leftovers(t, e)); n == 0 {
 		t.Fatal("the crash at phase1 left no staging data: the sweep would have nothing to do")
 	}
 
@@ -245,7 +242,7 @@ func TestGroupCrashDuringSweep(t *testing.T) {
 	if proxy.Requests(faultproxy.AbortMultipartUpload) == 0 || proxy.Injected(faultproxy.DeleteObjects) == 0 {
 		t.Fatalf("the second member did not stop in the middle of a sweep (it should abort uploads, then fail to delete staging objects):\n%s", proxy.Stats())
 	}
-	half := leftovers(ctx, t, e)
+	half := leftovers(t, e)
 	if len(half) == 0 {
 		t.Fatal("nothing left after the half-done sweep")
 	}
@@ -256,36 +253,13 @@ func TestGroupCrashDuringSweep(t *testing.T) {
 	e.waitCommitted(ctx)
 	c.halt(t)
 	e.check(ctx)
-	if left := leftovers(ctx, t, e); len(left) > 0 {
+	if left := leftovers(t, e); len(left) > 0 {
 		t.Errorf("%d upload(s) and staging object(s) left after the next owner's sweep and a clean halt, e.g. %s", len(left), left[0])
 	}
 }
 
 // leftovers lists the multipart uploads and staging objects of the
 // output.
-func leftovers(ctx context.Context, t *testing.T, e *env) []string {
-	t.Helper()
-	var left []string
-	up := s3api.NewListMultipartUploadsPaginator(e.client, &s3api.ListMultipartUploadsInput{Bucket: &e.bucket})
-	for up.HasMorePages() {
-		page, err := up.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range page.Uploads {
-			left = append(left, "the upload of "+aws.ToString(u.Key))
-		}
-	}
-	prefix := "out/" + s3.StagingDir + "/"
-	sp := s3api.NewListObjectsV2Paginator(e.client, &s3api.ListObjectsV2Input{Bucket: &e.bucket, Prefix: &prefix})
-	for sp.HasMorePages() {
-		page, err := sp.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range page.Contents {
-			left = append(left, "the staging object "+aws.ToString(o.Key))
-		}
-	}
-	return left
+func leftovers(t *testing.T, e *env) []string {
+	return miniotest.Leftovers(t, e.client, e.bucket, "out/"+s3.StagingDir+"/")
 }

@@ -996,31 +996,8 @@ func (g *groupChaos) logCount(s string) int {
 // no staging object is left, and that `filesink verify` passes.
 func (g *groupChaos) checkClean() {
 	t := g.t
-	ctx := t.Context()
-	var left []string
-	up := s3api.NewListMultipartUploadsPaginator(g.client, &s3api.ListMultipartUploadsInput{Bucket: &g.bucket})
-	for up.HasMorePages() {
-		page, err := up.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range page.Uploads {
-			left = append(left, fmt.Sprintf("the multipart upload %s of %s", aws.ToString(u.UploadId), aws.ToString(u.Key)))
-		}
-	}
-	prefix := s3ChaosPrefix + "/" + s3sink.StagingDir + "/"
-	sp := s3api.NewListObjectsV2Paginator(g.client, &s3api.ListObjectsV2Input{Bucket: &g.bucket, Prefix: &prefix})
-	for sp.HasMorePages() {
-		page, err := sp.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range page.Contents {
-			left = append(left, "the staging object "+aws.ToString(o.Key))
-		}
-	}
+	left := miniotest.Leftovers(t, g.client, g.bucket, s3ChaosPrefix+"/"+s3sink.StagingDir+"/")
 	if len(left) > 0 {
-		slices.Sort(left)
 		var lines []string
 		for _, l := range left[:min(6, len(left))] {
 			lines = append(lines, "  "+l+g.stagingDiagnosis(l))

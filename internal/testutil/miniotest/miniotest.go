@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -444,4 +445,36 @@ func (s *Server) bucketName(testName string) string {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	return fmt.Sprintf("t-%s%d-%s", b.String(), s.seq.Add(1), hex.EncodeToString(rnd[:]))
+}
+
+// Leftovers lists what a clean output must not hold: every incomplete
+// multipart upload of bucket ("the multipart upload ID of KEY") and every
+// object under stagingPrefix ("the staging object KEY"), sorted. It fails
+// the test if a listing fails.
+func Leftovers(t testing.TB, c *s3.Client, bucket, stagingPrefix string) []string {
+	t.Helper()
+	ctx := t.Context()
+	var left []string
+	up := s3.NewListMultipartUploadsPaginator(c, &s3.ListMultipartUploadsInput{Bucket: &bucket})
+	for up.HasMorePages() {
+		page, err := up.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("miniotest: listing the uploads of %s: %v", bucket, err)
+		}
+		for _, u := range page.Uploads {
+			left = append(left, fmt.Sprintf("the multipart upload %s of %s", aws.ToString(u.UploadId), aws.ToString(u.Key)))
+		}
+	}
+	sp := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &stagingPrefix})
+	for sp.HasMorePages() {
+		page, err := sp.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("miniotest: listing s3://%s/%s: %v", bucket, stagingPrefix, err)
+		}
+		for _, o := range page.Contents {
+			left = append(left, "the staging object "+aws.ToString(o.Key))
+		}
+	}
+	slices.Sort(left)
+	return left
 }
