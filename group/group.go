@@ -153,13 +153,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &runner{cfg: cfg, lanes: map[kafka.LaneID]*lane{}, fatal: make(chan error, 1), laneDone: make(chan struct{}, 1), runID: newRunID()}
+	r := &runner{cfg: cfg, lanes: map[kafka.LaneID]*lane{}, fatal: make(chan error, 1), laneDone: make(chan struct{}, 1),
+		joined: make(chan struct{}), runID: newRunID()}
 	r.host, _ = os.Hostname()
 	g, err := kafka.JoinGroup(ctx, cfg.Kafka, r)
+	// The group may call Assigned before JoinGroup returns: Assigned waits
+	// for r.g.
+	r.g = g
+	close(r.joined)
 	if err != nil {
 		return Result{}, err
 	}
-	r.g = g
 	polled := make(chan error, 1)
 	go func() { polled <- g.Run(ctx) }()
 	err = r.wait(ctx, polled)
@@ -222,11 +226,12 @@ func (cfg *Config) checkLost(ctx context.Context) error {
 
 // runner is one Run: the group membership and the lanes it runs.
 type runner struct {
-	cfg   Config
-	g     *kafka.Group
-	host  string
-	runID string
-	fatal chan error // capacity 1: the first lane error that ends the run
+	cfg    Config
+	g      *kafka.Group  // set before joined is closed; nil if joining failed
+	joined chan struct{} // closed once JoinGroup returned
+	host   string
+	runID  string
+	fatal  chan error // capacity 1: the first lane error that ends the run
 	// laneDone (capacity 1) is signalled when a lane of this process
 	// finished (bounded): wait checks at once whether the job is.
 	laneDone chan struct{}

@@ -89,6 +89,14 @@ func sameAs(c, prev *recovery.Checkpoint) bool {
 // takeover fails, or that is finished, is left out: it is not read.
 func (r *runner) Assigned(ctx context.Context, generation int32, ids []kafka.LaneID) map[kafka.LaneID]json.RawMessage {
 	start := time.Now()
+	select {
+	case <-r.joined: // the group may assign before JoinGroup returned
+	case <-ctx.Done():
+		return nil
+	}
+	if r.g == nil {
+		return nil
+	}
 	owner := s3.LaneOwner{Member: r.g.MemberID(), Generation: generation, Host: r.host, PID: os.Getpid(), RunID: r.runID}
 	var fresh []kafka.LaneID
 	for _, id := range ids {
