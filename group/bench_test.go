@@ -4,11 +4,11 @@ package group_test
 //
 //   - BenchmarkGroupThroughput: the same bounded topic (12 partitions of
 //     1 KiB JSON lines, on kfakebroker in a process of its own) into the
-//     same MinIO, once by one
-//     process in today's mode (pipeline.Run, the Kafka source, one file
-//     sink over S3) and once by one process in group mode (group.Run, a
-//     lane per partition), alternating; each reports MB/s of record values
-//     and CPU s per op, and group/single as ratio-%. The group run counts
+//     same MinIO, once by one process in today's mode (pipeline.Run, the
+//     Kafka source, one file sink over S3) and once by one process in
+//     group mode (group.Run, a lane per partition, one buffer budget for
+//     all lanes), alternating; each reports MB/s of record values and CPU
+//     s per op, and group/single as ratio-%. The group run counts
 //     its S3 requests (in the client) per lane checkpoint, from which
 //     req/s-1000p-10s is the rate a fleet running 1,000 active partitions
 //     at a 10 s interval would make.
@@ -191,8 +191,11 @@ func runGroup(b *testing.B, ctx context.Context, addrs []string, srv *miniotest.
 	var first, last time.Time
 	cfg := e.config(nil, true)
 	cfg.Pipeline.CheckpointInterval = benchInterval()
+	// One buffer budget for all lanes, as `filesink run --group` has.
+	pool := filesink.NewBudgetPool(filesink.DefaultBufferBudget)
 	cfg.NewSinks = func(_ context.Context, l group.Lane) ([]pipeline.Sink, error) {
-		w, err := filesink.New(cfg.Backend, 0, filesink.WithPrefix(l.PartPrefix()), filesink.WithRollingPolicy(filesink.OnCheckpointPolicy{}), filesink.WithManifestWriter(l.Name))
+		w, err := filesink.New(cfg.Backend, 0, filesink.WithPrefix(l.PartPrefix()), filesink.WithRollingPolicy(filesink.OnCheckpointPolicy{}),
+			filesink.WithManifestWriter(l.Name), filesink.WithBudgetPool(pool))
 		if err != nil {
 			return nil, err
 		}
