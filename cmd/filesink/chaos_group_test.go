@@ -635,10 +635,9 @@ func (g *groupChaos) forceFence() {
 
 func (g *groupChaos) fenceAttempt(attempt int) {
 	g.wake(true)
-	// A process that will take lanes over from the one left running, and
-	// a free slot for it: a process that got SIGTERM frees its slot
-	// within a rebalance timeout; else one of two or more at work is
-	// killed.
+	// A process at work, to take the zombie's lane over, and a free slot
+	// for the zombie: a process that got SIGTERM frees its slot within a
+	// rebalance timeout; else one of two or more at work is killed.
 	slot := -1
 	for deadline := time.Now().Add(time.Minute); slot < 0; time.Sleep(50 * time.Millisecond) {
 		g.reap()

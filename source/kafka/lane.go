@@ -412,7 +412,7 @@ func (l *LaneSource) awaitRoom(r *kgo.Record) bool {
 	defer t.Stop()
 	l.waiting.Store(true) // before the check: a drain after it signals
 	defer l.waiting.Store(false)
-	for {
+	for l.live() {
 		if l.halfEmpty() {
 			return l.offer(r)
 		}
@@ -426,6 +426,7 @@ func (l *LaneSource) awaitRoom(r *kgo.Record) bool {
 			return false
 		}
 	}
+	return false
 }
 
 // halfEmpty reports whether the lane holds at most half its records and
