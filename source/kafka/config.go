@@ -284,6 +284,18 @@ func (c Config) validate() (validated, error) {
 	return v, nil
 }
 
+// adminClient returns a client made with opts (not changed) for metadata
+// and offset listings, and the hook that keeps why the brokers could not
+// be reached (for listTopics).
+func adminClient(opts []kgo.Opt) (*kgo.Client, *connHook, error) {
+	hook := &connHook{}
+	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.WithHooks(hook))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka: new client: %w", err)
+	}
+	return cl, hook, nil
+}
+
 // clientOpts returns the franz-go options common to every client of c.
 func (c validated) clientOpts() ([]kgo.Opt, error) {
 	opts := []kgo.Opt{

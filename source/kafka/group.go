@@ -218,10 +218,9 @@ func JoinGroup(ctx context.Context, cfg GroupConfig, h Handler) (_ *Group, err e
 	if err != nil {
 		return nil, err
 	}
-	hook := &connHook{}
-	admCl, err := kgo.NewClient(append(slices.Clone(opts), kgo.WithHooks(hook))...)
+	admCl, hook, err := adminClient(opts)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: new client: %w", err)
+		return nil, err
 	}
 	g := &Group{
 		v: v, cfg: cfg, h: h, log: cfg.Logger,

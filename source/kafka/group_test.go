@@ -511,14 +511,12 @@ func TestGroupTwoMembersHandoff(t *testing.T) {
 	}
 }
 
-// TestLaneBoundedEOF: bounded lanes end at the last stable offset of their
-// first start: after an aborted transaction, after a commit marker, at
-// once for an empty partition, and, probed, where the records below the
-// end are aborted and their abort marker lies past it. io.EOF is sticky
-// and records produced later are not read.
-func TestLaneBoundedEOF(t *testing.T) {
-	gt := newGroupTest(t)
-	c := gt.c
+// produceTxnMix fills the four partitions of topic "t": plain records
+// and an aborted transaction, a committed transaction, nothing, and a
+// record, an aborted transaction and one left open. It returns each
+// partition's last stable offset.
+func produceTxnMix(t *testing.T, c *kafkatest.Cluster) map[LaneID]int64 {
+	t.Helper()
 	c.MustProduce(t, "t", 0, "a", "b")                 // 0 1
 	c.MustProduceTxn(t, "x0", false, "t", 0, "x", "y") // 2 3, abort marker 4
 	c.MustProduceTxn(t, "x1", true, "t", 1, "c")       // 0, commit marker 1
@@ -530,11 +528,22 @@ func TestLaneBoundedEOF(t *testing.T) {
 	if err := txA.Abort(ctx); err != nil { // marker at 3; LSO 2 (B open)
 		t.Fatal(err)
 	}
+	return map[LaneID]int64{{"t", 0}: 5, {"t", 1}: 2, {"t", 2}: 0, {"t", 3}: 2}
+}
+
+// TestLaneBoundedEOF: bounded lanes end at the last stable offset of their
+// first start: after an aborted transaction, after a commit marker, at
+// once for an empty partition, and, probed, where the records below the
+// end are aborted and their abort marker lies past it. io.EOF is sticky
+// and records produced later are not read.
+func TestLaneBoundedEOF(t *testing.T) {
+	gt := newGroupTest(t)
+	c := gt.c
+	wantEnd := produceTxnMix(t, c)
 	cfg := gt.config()
 	cfg.Bounded = true
 	h := gt.handler("A")
 	gt.join(cfg, h)
-	wantEnd := map[LaneID]int64{{"t", 0}: 5, {"t", 1}: 2, {"t", 2}: 0, {"t", 3}: 2}
 	waitUntil(t, "io.EOF on the four lanes", func() bool {
 		n := 0
 		for id := range wantEnd {

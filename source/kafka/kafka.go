@@ -112,10 +112,9 @@ func Open(ctx context.Context, cfg Config, pos json.RawMessage) (_ *Source, err 
 	if err != nil {
 		return nil, err
 	}
-	hook := &connHook{}
-	admCl, err := kgo.NewClient(append(opts, kgo.WithHooks(hook))...)
+	admCl, hook, err := adminClient(opts)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: new client: %w", err)
+		return nil, err
 	}
 	s := &Source{cfg: v, admCl: admCl, adm: kadm.NewClient(admCl), index: make(map[tp]*part), topicID: make(map[string][16]byte)}
 	defer func() {

@@ -2,10 +2,8 @@ package kafka
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // LastStableOffsets returns, for every partition of cfg.Topics, its last
@@ -26,10 +24,9 @@ func LastStableOffsets(ctx context.Context, cfg Config) (map[LaneID]int64, error
 	if err != nil {
 		return nil, err
 	}
-	hook := &connHook{}
-	cl, err := kgo.NewClient(append(opts, kgo.WithHooks(hook))...)
+	cl, hook, err := adminClient(opts)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: new client: %w", err)
+		return nil, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)

@@ -16,7 +16,7 @@ import (
 type Lanes struct {
 	mu    sync.Mutex
 	owned map[kafka.LaneID]bool
-	next  map[kafka.LaneID][2]int64 // committed offset and high watermark, per lane owned now
+	pos   map[kafka.LaneID]lanePos // per lane owned now
 
 	assigned prometheus.Counter
 	released prometheus.Counter
@@ -25,10 +25,14 @@ type Lanes struct {
 	takeover prometheus.Histogram
 }
 
+// lanePos is a lane's committed offset and the partition's high watermark
+// (0 if unknown) when it was committed.
+type lanePos struct{ next, hwm int64 }
+
 // Lanes registers the lane metrics and returns their feed.
 func (m *Metrics) Lanes() *Lanes {
 	l := &Lanes{
-		owned: map[kafka.LaneID]bool{}, next: map[kafka.LaneID][2]int64{},
+		owned: map[kafka.LaneID]bool{}, pos: map[kafka.LaneID]lanePos{},
 		assigned: prometheus.NewCounter(prometheus.CounterOpts{Name: "filesink_lane_takeovers_total",
 			Help: "Group mode: partitions this process took over (assigned by a rebalance, owner epoch raised)."}),
 		released: prometheus.NewCounter(prometheus.CounterOpts{Name: "filesink_lane_handoffs_total",
@@ -69,14 +73,14 @@ func (l *Lanes) Fenced(kafka.LaneID) { l.fenced.Inc() }
 func (l *Lanes) Stopped(id kafka.LaneID) {
 	l.mu.Lock()
 	delete(l.owned, id)
-	delete(l.next, id)
+	delete(l.pos, id)
 	l.mu.Unlock()
 }
 
 // Committed is group.Events.Committed.
 func (l *Lanes) Committed(id kafka.LaneID, next, hwm int64) {
 	l.mu.Lock()
-	l.next[id] = [2]int64{next, hwm}
+	l.pos[id] = lanePos{next: next, hwm: hwm}
 	l.mu.Unlock()
 }
 
@@ -100,8 +104,8 @@ func (c laneCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c laneCollector) Collect(ch chan<- prometheus.Metric) {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
-	for id, v := range c.l.next {
-		next, hwm := v[0], v[1]
+	for id, v := range c.l.pos {
+		next, hwm := v.next, v.hwm
 		p := strconv.Itoa(int(id.Partition))
 		ch <- prometheus.MustNewConstMetric(laneOffsetDesc, prometheus.GaugeValue, float64(next), id.Topic, p)
 		if hwm > 0 {
