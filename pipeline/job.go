@@ -227,6 +227,9 @@ func (j *Job) Validate() error {
 	if err := j.checkSelfFeeding(); err != nil {
 		return err
 	}
+	if err := j.checkStateInSink(); err != nil {
+		return err
+	}
 	if err := j.validateGroup(); err != nil {
 		return err
 	}
@@ -495,6 +498,61 @@ func (j *Job) checkSelfFeeding() error {
 		return specErr("--state %s is inside --source %s: the job would read its checkpoint records as input; keep them elsewhere", st, src)
 	}
 	return nil
+}
+
+// checkStateInSink refuses a state that is a file or S3 sink's output
+// itself, or inside it but not in a hidden directory of it: its lock,
+// lease, job record and checkpoint records would be listed as the
+// output's files, and the run would then take the output for another
+// job's. A state in a hidden directory of the output (a path component
+// starting with '_' or '.', such as the default OUT/_filesink) is not.
+func (j *Job) checkStateInSink() error {
+	if k := j.Kind(); j.State == "" || (k != FileSink && k != S3Sink) {
+		return nil
+	}
+	var rel string
+	var inside bool
+	if out, ok := localPath(j.Sink); ok {
+		st, ok := localPath(j.State)
+		if !ok {
+			return nil
+		}
+		outAbs, stAbs := resolvedPath(out), resolvedPath(st)
+		if !within(stAbs, outAbs) {
+			return nil
+		}
+		rel, _ = filepath.Rel(outAbs, stAbs)
+		rel, inside = filepath.ToSlash(rel), true
+	} else if strings.HasPrefix(j.Sink, "s3://") && strings.HasPrefix(j.State, "s3://") {
+		out := strings.Trim(strings.TrimPrefix(j.Sink, "s3://"), "/")
+		st := strings.Trim(strings.TrimPrefix(j.State, "s3://"), "/")
+		switch {
+		case st == out:
+			rel, inside = ".", true
+		case strings.HasPrefix(st, out+"/"):
+			rel, inside = strings.TrimPrefix(st, out+"/"), true
+		}
+	}
+	if !inside {
+		return nil
+	}
+	if rel == "." {
+		return specErr("--state %s is the --sink itself: its lock and checkpoint records would be taken for output files; keep the state in a hidden directory of the output (the default, %s) or elsewhere",
+			j.State, defaultStateOf(j.Sink))
+	}
+	for _, c := range strings.Split(rel, "/") {
+		if c != "" && (c[0] == '_' || c[0] == '.') {
+			return nil // hidden: never listed as output
+		}
+	}
+	return specErr("--state %s is inside --sink %s: its lock and checkpoint records would be taken for output files; keep the state in a hidden directory of the output (the default, %s) or elsewhere",
+		j.State, j.Sink, defaultStateOf(j.Sink))
+}
+
+// defaultStateOf is the state a file or S3 sink has by default: its
+// _filesink directory.
+func defaultStateOf(sink string) string {
+	return strings.TrimSuffix(sink, "/") + "/_filesink"
 }
 
 // localPath returns the directory of a local sink or state, "file://DIR"
