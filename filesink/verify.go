@@ -37,6 +37,10 @@ type PartRef struct {
 	// Part is the backend's resumable or committable (the driver's
 	// opaque description of the part's staging data).
 	Part json.RawMessage
+	// Stats are the part's figures as the record has them (records,
+	// size, the source ranges it holds); nil in records of versions that
+	// did not keep them.
+	Stats *PartStats
 }
 
 // PartRefs returns the parts that the filesink participants of records
@@ -55,7 +59,7 @@ func PartRefs(records []*recovery.Checkpoint) ([]PartRef, error) {
 					return nil, fmt.Errorf("checkpoint %d: bad state of %s: %w", ck.ID, p.Name, err)
 				}
 				for _, e := range st.Parts {
-					out = append(out, PartRef{Checkpoint: ck.ID, Participant: p.Name, DeadLetter: e.DeadLetter, Part: e.Part})
+					out = append(out, PartRef{Checkpoint: ck.ID, Participant: p.Name, DeadLetter: e.DeadLetter, Part: e.Part, Stats: e.Stats})
 				}
 			}
 			for _, pc := range p.Pending {
@@ -63,7 +67,7 @@ func PartRefs(records []*recovery.Checkpoint) ([]PartRef, error) {
 				if err := json.Unmarshal(pc.Data, &e); err != nil {
 					return nil, fmt.Errorf("checkpoint %d: bad committable of %s: %w", ck.ID, p.Name, err)
 				}
-				out = append(out, PartRef{Checkpoint: ck.ID, Participant: p.Name, DeadLetter: e.DeadLetter, Pending: true, Part: e.Part})
+				out = append(out, PartRef{Checkpoint: ck.ID, Participant: p.Name, DeadLetter: e.DeadLetter, Pending: true, Part: e.Part, Stats: e.Stats})
 			}
 		}
 	}

@@ -311,20 +311,14 @@ func TestRunKafkaToFiles(t *testing.T) {
 	})
 }
 
-// TestXACommand: branches prepared and left behind are listed, decoded, and
-// committed or rolled back by hand; with --state, the wrong decision is
-// refused.
-func TestXACommand(t *testing.T) {
-	srv := mariadbtest.Shared(t)
-	dbName := srv.NewDatabase(t)
-	db := srv.Open(t, dbName)
-	table := createWC(t, db.DB, "wc")
-	job := fmt.Sprintf("xa-test-%d", time.Now().UnixNano()%1e9)
+// leaveBranches makes n subtasks of job each prepare a branch of
+// checkpoint 1 in table (a word each, w0, w1, ...), then "crash", and
+// returns the xids that xa list prints for them.
+func leaveBranches(t *testing.T, db *sql.DB, table, job string, n int) []string {
+	t.Helper()
 	ctx := context.Background()
-
-	// Two subtasks each prepare a branch of checkpoint 1, then "crash".
-	for i := range 2 {
-		s, err := mysqlxa.New(ctx, db.DB, table, mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithKey("word"), mysqlxa.WithJob(job), mysqlxa.WithSubtask(i))
+	for i := range n {
+		s, err := mysqlxa.New(ctx, db, table, mysqlxa.WithMode(mysqlxa.Increment), mysqlxa.WithKey("word"), mysqlxa.WithJob(job), mysqlxa.WithSubtask(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,6 +333,34 @@ func TestXACommand(t *testing.T) {
 		}
 		s.Close()
 	}
+	xs, err := mysqlxa.ListBranches(ctx, db, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xids []string
+	for _, x := range xs {
+		if x.Sink != table || x.Checkpoint != 1 {
+			t.Errorf("branch %s: want sink %s, checkpoint 1", x, table)
+		}
+		xids = append(xids, x.String())
+	}
+	if len(xids) != n {
+		t.Fatalf("%d branches of job %s prepared, want %d", len(xids), job, n)
+	}
+	return xids
+}
+
+// TestXACommand: branches prepared and left behind are listed, decoded, and
+// committed or rolled back by hand; with --state, the wrong decision is
+// refused.
+func TestXACommand(t *testing.T) {
+	srv := mariadbtest.Shared(t)
+	dbName := srv.NewDatabase(t)
+	db := srv.Open(t, dbName)
+	table := createWC(t, db.DB, "wc")
+	job := fmt.Sprintf("xa-test-%d", time.Now().UnixNano()%1e9)
+
+	prepared := leaveBranches(t, db.DB, table, job, 2)
 	sink := "mysql://" + srv.DSN(dbName)
 	r := mustRun(t, "xa", "list", "--sink", sink, "--job", job)
 	var xids []string
@@ -351,8 +373,8 @@ func TestXACommand(t *testing.T) {
 			xids = append(xids, f[5])
 		}
 	}
-	if len(xids) != 2 || !strings.Contains(r.stdout, "2 prepared branch(es) of job "+job) {
-		t.Fatalf("xa list: want 2 branches of job %s:\n%v", job, r)
+	if len(xids) != 2 || !strings.Contains(r.stdout, "2 prepared branch(es) of job "+job) || !slices.Equal(xids, prepared) {
+		t.Fatalf("xa list: want the 2 branches %v of job %s:\n%v", prepared, job, r)
 	}
 
 	// With a state directory of that job and no checkpoint record, neither

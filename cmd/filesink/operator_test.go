@@ -1,10 +1,23 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/vfs"
 )
 
 // TestRefusesStateInSink: a --state that is the sink, or inside it in a
@@ -37,5 +50,190 @@ func TestRefusesStateInSink(t *testing.T) {
 	r := cli(t, "run", "--source", "gen://?count=10", "--sink", "s3://bucket/out", "--state", "s3://bucket/out/state", "--progress", "off")
 	if r.code != 2 || !strings.Contains(r.stderr, "--state s3://bucket/out/state is inside --sink s3://bucket/out") {
 		t.Errorf("S3 state inside the S3 sink: want exit 2 naming both, got %v", r)
+	}
+}
+
+// TestUploadsAbortLiveJob: `uploads abort --all` (and --upload-id) against
+// a running S3 job, at random instants, with the job's state on S3 (its
+// lease) and in a local directory (its lock): every time it is refused
+// (exit 1, one line saying the job is running and naming its pid) and
+// aborts nothing; the job never fails, and after its SIGTERM every record
+// it read is in the output exactly once. It used to abort the uploads the
+// job had opened since its last checkpoint, killing the job or losing
+// part files.
+func TestUploadsAbortLiveJob(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs SIGTERM")
+	}
+	srv := minio.Shared(t)
+	s3ChildEnv(t, srv)
+	bin := buildCLI(t)
+	client := srv.Client(t)
+	seed := chaosSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 27))
+	for _, tc := range []struct {
+		name   string
+		local  bool
+		aborts int
+	}{{"s3-state", false, 3}, {"local-state", true, 6}} {
+		t.Run(tc.name, func(t *testing.T) {
+			bucket := srv.NewBucket(t)
+			sink := "s3://" + bucket + "/out"
+			flags := []string{"--s3-endpoint", srv.Endpoint(), "--s3-path-style"}
+			state := sink + "/_filesink"
+			if tc.local {
+				state = filepath.Join(t.TempDir(), "state")
+			}
+			run := exec.Command(bin, append([]string{"run", "--source", "-", "--sink", sink, "--state", state,
+				"--checkpoint-interval", "300ms", "--part-size", "256KiB", "--progress", "off"}, flags...)...)
+			stdin, err := run.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr syncBuffer
+			run.Stderr = &stderr
+			if err := run.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- run.Wait(); close(exited) }()
+			stopFeed := make(chan struct{})
+			fed := make(chan []string, 1)
+			go func() { // about 1 MB/s: a part file rolls every quarter second
+				var want []string
+				defer func() { fed <- want }()
+				for i := 0; ; i++ {
+					select {
+					case <-stopFeed:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+					var b strings.Builder
+					for j := range 100 {
+						l := fmt.Sprintf(`{"id":%d,"pad":"%s"}`, i*100+j, strings.Repeat("x", 160))
+						want = append(want, l)
+						b.WriteString(l + "\n")
+					}
+					if _, err := io.WriteString(stdin, b.String()); err != nil {
+						return
+					}
+				}
+			}()
+			defer func() {
+				run.Process.Kill() // a no-op once it exited
+				for range exited {
+				}
+			}()
+			holder := fmt.Sprintf("pid %d", run.Process.Pid)
+			for i := range tc.aborts {
+				time.Sleep(time.Duration(300+rng.IntN(2000)) * time.Millisecond)
+				select {
+				case err := <-exited:
+					t.Fatalf("the job exited (%v) during the aborts; stderr:\n%s", err, lastLines(stderr.String(), 20))
+				default:
+				}
+				args := []string{"uploads", "abort", "--sink", sink, "--state", state, "--all"}
+				if i%2 == 1 {
+					ups, err := client.ListMultipartUploads(t.Context(), &s3api.ListMultipartUploadsInput{Bucket: &bucket})
+					if err == nil && len(ups.Uploads) > 0 {
+						args = []string{"uploads", "abort", "--sink", sink, "--state", state, "--upload-id", aws.ToString(ups.Uploads[0].UploadId)}
+					}
+				}
+				r := cli(t, append(args, flags...)...)
+				lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+				if r.code != 1 || r.stdout != "" || len(lines) != 1 || !strings.Contains(lines[0], "is running") || !strings.Contains(lines[0], holder) {
+					t.Errorf("%s on a running job: want exit 1, nothing aborted, one line saying it is running (%s); got %v", strings.Join(args[:3], " "), holder, r)
+				}
+			}
+			close(stopFeed)
+			want := <-fed
+			stdin.Close() // the end of the input: a final checkpoint, exit 0
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("the job: %v; stderr:\n%s", err, lastLines(stderr.String(), 20))
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("the job did not end after its input; stderr:\n%s", lastLines(stderr.String(), 20))
+			}
+			if r := cli(t, append([]string{"verify", "--deep", "--sink", sink, "--state", state}, flags...)...); r.code != 0 {
+				t.Errorf("verify --deep: %v", r)
+			}
+			checkExactlyOnce(t, s3OutputLines(t, client, bucket, "out"), want)
+			// Stopped, the job holds nothing: abort --all finds no upload
+			// left (the final checkpoint completed them all).
+			r := cli(t, append([]string{"uploads", "abort", "--sink", sink, "--state", state, "--all"}, flags...)...)
+			if r.code != 0 || r.stdout != "" {
+				t.Errorf("uploads abort --all after the job: want exit 0 and nothing aborted, got %v", r)
+			}
+		})
+	}
+}
+
+// TestXACommitNeedsDecision: `xa commit` without --state used to commit a
+// branch that no checkpoint decided, with exit 0, so that the job applied
+// its records again. It is refused (exit 2, one line asking for --state or
+// --without-state) and commits nothing; --without-state commits. With
+// --state held by a running job, commit and rollback are refused (exit 1,
+// naming the holder's pid) unless --force.
+func TestXACommitNeedsDecision(t *testing.T) {
+	srv := mariadbtest.Shared(t)
+	dbName := srv.NewDatabase(t)
+	db := srv.Open(t, dbName)
+	table := createWC(t, db.DB, "wc")
+	job := fmt.Sprintf("xa-decide-%d", time.Now().UnixNano()%1e9)
+	xids := leaveBranches(t, db.DB, table, job, 2)
+	sink := "mysql://" + srv.DSN(dbName)
+
+	r := cli(t, "xa", "commit", "--sink", sink, "--xid", xids[0])
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	if r.code != 2 || len(lines) != 1 || !strings.Contains(lines[0], "--state is required") || !strings.Contains(lines[0], "--without-state") {
+		t.Errorf("xa commit without --state: want exit 2 and one line asking for --state, got %v", r)
+	}
+	if got := wcTotals(t, db.DB, table); len(got) != 0 {
+		t.Errorf("xa commit without --state committed: %v", got)
+	}
+
+	// A state held by a running job (here this test holds its lock).
+	state := t.TempDir()
+	if err := writeJobFile(state, job); err != nil {
+		t.Fatal(err)
+	}
+	held, err := recovery.OpenDir(t.Context(), vfs.OS{}, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"commit", "rollback"} {
+		r := cli(t, "xa", verb, "--sink", sink, "--state", state, "--xid", xids[1])
+		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+		if r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "is running") || !strings.Contains(lines[0], fmt.Sprintf("pid %d", os.Getpid())) {
+			t.Errorf("xa %s with --state held by a running job: want exit 1 and one line naming the holder, got %v", verb, r)
+		}
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The server may need a moment to detach a branch from its closed
+	// session.
+	resolve := func(args ...string) cliResult {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r := cli(t, args...)
+			if r.code == 0 || time.Now().After(deadline) || !strings.Contains(r.stderr, "live session") {
+				return r
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if r := resolve("xa", "commit", "--sink", sink, "--without-state", "--xid", xids[0]); r.code != 0 || !strings.Contains(r.stdout, "committed") {
+		t.Fatalf("xa commit --without-state: %v", r)
+	}
+	if r := resolve("xa", "rollback", "--sink", sink, "--state", state, "--xid", xids[1]); r.code != 0 || !strings.Contains(r.stdout, "rolled back") {
+		t.Fatalf("xa rollback of an undecided branch with --state: %v", r)
+	}
+	if got := wcTotals(t, db.DB, table); len(got) != 1 || got["w0"] != 1 {
+		t.Errorf("table after commit of w0's branch and rollback of w1's: %v", got)
 	}
 }

@@ -22,6 +22,7 @@ type partRef struct {
 	checkpoint  uint64
 	participant string
 	pending     bool // a committable waiting for its commit; false: an in-progress part
+	stats       *filesink.PartStats
 }
 
 // stagingRefs says which uploads and tail objects of an S3 sink the
@@ -69,7 +70,7 @@ func readStagingRefs(ctx context.Context, stateURI string, s3f *s3Flags, t *targ
 			r.err = fmt.Errorf("checkpoint %d (%s) references a part file that is not this sink's (is %s this job's state?): %w", p.Checkpoint, p.Participant, stateURI, err)
 			return r
 		}
-		ref := partRef{checkpoint: p.Checkpoint, participant: p.Participant, pending: p.Pending}
+		ref := partRef{checkpoint: p.Checkpoint, participant: p.Participant, pending: p.Pending, stats: p.Stats}
 		r.uploads[st.UploadID] = append(r.uploads[st.UploadID], ref)
 		for _, k := range st.Tails {
 			r.tails[k] = append(r.tails[k], ref)
@@ -168,4 +169,35 @@ func refsText(refs []partRef) string {
 		parts[i] = fmt.Sprintf("%s %s (%s, %s)", word, strings.Join(ids[g], ", "), g.participant, kind)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// lossText says what losing the part file that refs reference loses: its
+// records as the newest reference has them ("its 1200 records: gen 0-1199"),
+// or what is known when the records do not say.
+func (r *stagingRefs) lossText(refs []partRef) string {
+	var newest *partRef
+	for i := range refs {
+		if newest == nil || refs[i].checkpoint > newest.checkpoint {
+			newest = &refs[i]
+		}
+	}
+	switch {
+	case newest == nil:
+		return "the part file's records are lost if a checkpoint references it"
+	case newest.stats == nil:
+		return fmt.Sprintf("loses the records of the part file as of checkpoint %d (that record does not count them)", newest.checkpoint)
+	}
+	st := newest.stats
+	s := fmt.Sprintf("loses the part file's %d records (%d bytes) as of checkpoint %d", st.Records, st.Size, newest.checkpoint)
+	var ranges []string
+	for _, sr := range st.Sources {
+		ranges = append(ranges, fmt.Sprintf("%s %d-%d", sr.Input, sr.First, sr.Last))
+	}
+	if len(ranges) > 3 {
+		ranges = append(ranges[:3], fmt.Sprintf("and %d more inputs", len(st.Sources)-3))
+	}
+	if len(ranges) > 0 {
+		s += ": " + strings.Join(ranges, ", ")
+	}
+	return s
 }

@@ -32,6 +32,15 @@ or a record is corrupt), every upload they do not reference is "unknown"
 and taken as referenced. abort --all aborts the unreferenced uploads and
 refuses the others.
 
+abort first takes the job's state as a run does (the directory's lock, the
+S3 lease; in group mode it checks that no lane has an owner that may be
+alive), so that no run opens an upload or decides a checkpoint while it
+acts, and refuses (exit 1, naming the holder's host, pid and start) while a
+running job holds it: that job's newest uploads are in flight. --force acts
+anyway, says beforehand what each referenced upload it aborts loses (its
+records and their source ranges), and afterwards which aborted upload the
+running job decided meanwhile.
+
 Exit status: 0 done, 1 error or an upload refused, 2 usage error.`
 
 // uploadsArgs are the parsed flags of an uploads command.
@@ -90,27 +99,62 @@ func cmdUploads(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if a.subtask >= 0 {
 		ns = fmt.Sprintf("%s-%d-", a.prefix, a.subtask)
 	}
-	ups, err := be.ListUploads(ctx, ns)
-	if err != nil {
-		return err
-	}
 	stateURI := a.state
 	if stateURI == "" {
 		stateURI = t.stateURI
+	}
+	if a.verb == "abort" {
+		// Held from before the listing to the last abort: no run can
+		// open an upload or decide a checkpoint meanwhile.
+		hold, err := holdJob(ctx, "uploads abort", stateURI, "aborting the uploads it writes makes it fail, and an upload that its next checkpoint decides meanwhile loses that part file's records",
+			&a.s3, t.client, a.force, stderr)
+		if err != nil {
+			return err
+		}
+		defer hold.release()
+		ups, err := be.ListUploads(ctx, ns)
+		if err != nil {
+			return err
+		}
+		refs := readStagingRefs(ctx, stateURI, &a.s3, t, be)
+		aborted, err := a.abort(ctx, be, ups, refs, stdout, stderr)
+		if hold.live != "" && len(aborted) > 0 {
+			decidedMeanwhile(ctx, stateURI, &a.s3, t, be, refs, aborted, stderr)
+		}
+		return err
+	}
+	ups, err := be.ListUploads(ctx, ns)
+	if err != nil {
+		return err
 	}
 	refs := readStagingRefs(ctx, stateURI, &a.s3, t, be)
 	if !isS3(stateURI) && refs.err == nil && stateInUse(ctx, stateURI) {
 		fmt.Fprintf(stderr, "filesink: warning: a filesink run holds %s: its newest uploads are in flight; do not abort them by hand\n", stateURI)
 	}
-	if a.verb == "list" {
-		tails, err := be.ListTails(ctx, ns)
-		if err != nil {
-			return err
-		}
-		uploadsList(ups, tails, refs, stdout)
-		return nil
+	tails, err := be.ListTails(ctx, ns)
+	if err != nil {
+		return err
 	}
-	return a.abort(ctx, be, ups, refs, stdout, stderr)
+	uploadsList(ups, tails, refs, stdout)
+	return nil
+}
+
+// decidedMeanwhile reads the checkpoint records of a live job again after
+// --force aborted uploads, and says which of them a checkpoint decided
+// after the first reading: their part files' records are lost.
+func decidedMeanwhile(ctx context.Context, stateURI string, s3f *s3Flags, t *target, be *s3sink.Backend, before *stagingRefs, aborted []s3sink.Upload, stderr io.Writer) {
+	after := readStagingRefs(ctx, stateURI, s3f, t, be)
+	if after.err != nil {
+		fmt.Fprintf(stderr, "filesink: warning: uploads abort: --force: cannot read the checkpoint records again to see whether the running job decided an aborted upload meanwhile: %s\n", oneLine(after.err.Error()))
+		return
+	}
+	for _, u := range aborted {
+		if len(before.uploads[u.UploadID]) > 0 || len(after.uploads[u.UploadID]) == 0 {
+			continue
+		}
+		fmt.Fprintf(stderr, "filesink: warning: uploads abort: --force: the running job decided %s upload %s while it was aborted (%s): %s\n",
+			u.Key, u.UploadID, refsText(after.uploads[u.UploadID]), after.lossText(after.uploads[u.UploadID]))
+	}
 }
 
 // uploadsList prints the uploads and tail objects with the checkpoints
@@ -157,8 +201,9 @@ func countRefs(n [3]int) string {
 
 // abort aborts the chosen uploads, refusing (without --force) those that a
 // retained checkpoint references or may reference.
-func (a *uploadsArgs) abort(ctx context.Context, be *s3sink.Backend, ups []s3sink.Upload, refs *stagingRefs, stdout, stderr io.Writer) error {
+func (a *uploadsArgs) abort(ctx context.Context, be *s3sink.Backend, ups []s3sink.Upload, refs *stagingRefs, stdout, stderr io.Writer) ([]s3sink.Upload, error) {
 	var refused []string
+	var done []s3sink.Upload
 	found, aborted := false, 0
 	for _, u := range ups {
 		if !a.all && u.UploadID != a.uploadID {
@@ -170,25 +215,28 @@ func (a *uploadsArgs) abort(ctx context.Context, be *s3sink.Backend, ups []s3sin
 			refused = append(refused, fmt.Sprintf("uploads abort: %s upload %s: %s: aborting it loses that part file's records (the next run fails with a data-loss error); not aborted (give --force to abort it anyway)", u.Key, u.UploadID, why))
 			continue
 		}
+		if needed {
+			// Said before it is done: what the abort loses.
+			fmt.Fprintf(stderr, "filesink: warning: --force: aborting %s upload %s: %s: %s; the next run of this job fails with a data-loss error for that part file\n",
+				u.Key, u.UploadID, why, refs.lossText(refs.uploads[u.UploadID]))
+		}
 		if err := be.AbortUpload(ctx, u.Key, u.UploadID); err != nil {
-			return err
+			return done, err
 		}
 		fmt.Fprintf(stdout, "aborted %s %s\n", u.Key, u.UploadID)
 		aborted++
-		if needed {
-			fmt.Fprintf(stderr, "filesink: warning: --force: aborted %s upload %s: %s: the next run of this job fails with a data-loss error for that part file\n", u.Key, u.UploadID, why)
-		}
+		done = append(done, u)
 	}
 	switch {
 	case !found && !a.all:
-		return fmt.Errorf("uploads abort: no upload %s of this sink under %s", a.uploadID, a.sink)
+		return done, fmt.Errorf("uploads abort: no upload %s of this sink under %s", a.uploadID, a.sink)
 	case len(refused) == 1 && aborted == 0:
-		return exitError{code: 1, msg: refused[0]}
+		return done, exitError{code: 1, msg: refused[0]}
 	case len(refused) > 0:
 		for _, r := range refused {
 			fmt.Fprintln(stderr, "filesink:", r)
 		}
-		return exitError{code: 1, msg: fmt.Sprintf("uploads abort: aborted %d upload(s), refused %d that checkpoints may need", aborted, len(refused))}
+		return done, exitError{code: 1, msg: fmt.Sprintf("uploads abort: aborted %d upload(s), refused %d that checkpoints may need", aborted, len(refused))}
 	}
-	return nil
+	return done, nil
 }

@@ -23,21 +23,32 @@ rollback --xid GTRID/BQUAL).
 filesink run resolves its branches by itself when it runs again on the same
 --state: it commits the branches its checkpoint records decided and rolls
 back the others. Resolve a branch by hand only when that run will not
-happen (the job and its state are gone) and the branch holds row locks or
-data you need: commit only a decided branch, roll back only an undecided
-one. With --state, list says which is which (DECIDED yes: a checkpoint
-record references the branch; no: none does) and commit and rollback refuse
-the wrong decision unless --force is given.
+happen soon and the branch holds row locks or data you need: commit only a
+decided branch, roll back only an undecided one. With --state, list says
+which is which (DECIDED yes: a checkpoint record references the branch; no:
+none does) and commit and rollback refuse the wrong decision unless --force
+is given.
+
+commit needs --state: only the checkpoint records tell whether a branch was
+decided, and committing one that was not makes the job apply its records a
+second time. --without-state commits anyway (the job and its state are
+gone, and you know the branch was decided). rollback without --state warns
+that a decided branch's records would be lost.
+
+commit and rollback with --state first take the state as a run does (the
+directory's lock, the S3 lease), so no run starts while they act, and refuse
+(exit 1, naming the holder's host, pid and start) while a running job holds
+it, unless --force.
 
 A branch is shown with its job, sink (the table by default), subtask,
 checkpoint and session; its xid is GTRID/BQUAL as list prints it.
 
-Exit status: 0 done, 1 error, 2 usage error.`
+Exit status: 0 done, 1 error or refused, 2 usage error (commit without --state).`
 
 // xaArgs are the parsed flags of an xa command.
 type xaArgs struct {
 	verb, sink, job, state string
-	force                  bool
+	force, withoutState    bool
 	target                 mysqlxa.Xid // commit, rollback: the branch
 	s3                     s3Flags
 }
@@ -58,7 +69,8 @@ func parseXA(args []string, stdout io.Writer) (*xaArgs, error) {
 	fs.StringVar(&a.job, "job", "", "only branches of this job `ID` (default: the job of --state; without either, every filesink job's)")
 	fs.StringVar(&a.state, "state", "", "the job's checkpoint store `DIR` or s3://BUCKET/PREFIX: picks its job and tells decided branches from undecided ones")
 	xid := fs.String("xid", "", "commit, rollback: the branch, `GTRID/BQUAL` as list prints it")
-	fs.BoolVar(&a.force, "force", false, "commit, rollback: act even if --state says the branch needs the other decision")
+	fs.BoolVar(&a.force, "force", false, "commit, rollback: act even if --state says the branch needs the other decision, or a running job holds --state")
+	fs.BoolVar(&a.withoutState, "without-state", false, "commit: commit without --state, so without knowing whether a checkpoint decided the branch (if none did, the job applies its records a second time)")
 	a.s3.register(fs, false)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -73,8 +85,8 @@ func parseXA(args []string, stdout io.Writer) (*xaArgs, error) {
 		return nil, usageError("xa %s: --sink must be mysql://USER:PASS@tcp(HOST:PORT)/DB, not %s", verb, redactURI(a.sink))
 	}
 	if verb == "list" {
-		if *xid != "" || a.force {
-			return nil, usageError("xa list: --xid and --force apply to commit and rollback")
+		if *xid != "" || a.force || a.withoutState {
+			return nil, usageError("xa list: --xid, --force and --without-state apply to commit and rollback")
 		}
 		return a, nil
 	}
@@ -86,6 +98,14 @@ func parseXA(args []string, stdout io.Writer) (*xaArgs, error) {
 		return nil, usageError("xa %s: --xid: %v", verb, err)
 	}
 	a.target = x
+	switch {
+	case a.withoutState && a.state != "":
+		return nil, usageError("xa %s: --without-state and --state contradict each other", verb)
+	case verb == "commit" && a.state == "" && !a.withoutState:
+		return nil, usageError("xa commit: --state is required: only the job's checkpoint records tell whether a checkpoint decided the branch " +
+			"(committing one that none decided makes the job apply its records twice, as it reads them again); give the job's --state, " +
+			"or --without-state if the job and its state are gone and you know the branch was decided")
+	}
 	return a, nil
 }
 
@@ -96,6 +116,16 @@ func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	jobID := a.job
 	var decided map[string]bool // xid -> referenced by a retained record
+	if a.state != "" && a.verb != "list" {
+		// Held until the branch is resolved: no run decides a checkpoint
+		// or resolves the branch meanwhile.
+		hold, err := holdJob(ctx, "xa "+a.verb, a.state, "it resolves its own branches, and a branch it prepares or decides meanwhile must not be resolved by hand",
+			&a.s3, nil, a.force, stderr)
+		if err != nil {
+			return err
+		}
+		defer hold.release()
+	}
 	if a.state != "" {
 		id, err := stateJob(ctx, a.state, &a.s3)
 		if err != nil {
@@ -108,9 +138,12 @@ func cmdXA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if decided, err = decidedBranches(ctx, a.state, &a.s3); err != nil {
 			return err
 		}
-		if !isS3(a.state) && stateInUse(ctx, a.state) {
+		if a.verb == "list" && !isS3(a.state) && stateInUse(ctx, a.state) {
 			fmt.Fprintf(stderr, "filesink: warning: a filesink run holds %s: its branches are in flight; do not resolve them by hand\n", a.state)
 		}
+	}
+	if a.verb == "rollback" && a.state == "" {
+		fmt.Fprintf(stderr, "filesink: warning: xa rollback without --state: whether a checkpoint decided branch %s is unknown; if one did, its records are lost (filesink run would have committed it)\n", a.target)
 	}
 	if a.verb != "list" && jobID != "" && a.target.Job != jobID {
 		return usageError("xa %s: branch %s belongs to job %q, not %q", a.verb, a.target, a.target.Job, jobID)

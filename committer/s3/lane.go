@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -262,6 +263,18 @@ func ReadLane(ctx context.Context, s *Store, topic string, partition int32) (*La
 	}
 	h, _, etag, err := s.readLaneHead(ctx, s.laneKey(topic, partition), topic, partition)
 	return h, etag, err
+}
+
+// Held reports whether the lane may have a live owner: its owner neither
+// released it nor finished it, and is not known to be dead (a process of
+// this host that is gone). A process of another host that died counts as
+// held: nothing here tells it from a live one.
+func (h *LaneHead) Held() bool {
+	if h.Released || h.Done {
+		return false
+	}
+	host, _ := os.Hostname()
+	return h.Owner.Host != host || h.Owner.PID <= 0 || processAlive(h.Owner.PID)
 }
 
 // ListLanes reads every lane HEAD of the job whose state is s (under

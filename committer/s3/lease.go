@@ -45,11 +45,28 @@ type LeaseError struct {
 	PID      int           // the holder's process id, 0 when unknown
 	Started  string        // when the holder took the lease (RFC 3339), "" when unknown
 	TTL      time.Duration // the holder's lease TTL
+	// Command is what holds the lease when it is not a run, such as
+	// "uploads abort" (WithLeaseHolder); "" for a run.
+	Command string
 }
 
 func (e *LeaseError) Error() string {
+	if e.Command != "" {
+		return fmt.Sprintf("state %s is in use by filesink %s (%s): wait for it to end, or for its lease to expire %v after it dies",
+			e.Location, e.Command, holderText(e.Host, e.PID, e.Started), e.TTL)
+	}
 	return fmt.Sprintf("state %s is in use by another filesink run (%s): stop it, or wait for its lease to expire %v after it dies",
 		e.Location, holderText(e.Host, e.PID, e.Started), e.TTL)
+}
+
+// Holder names the lease's holder for a message: "host H, pid P, started
+// T", with the command when it is not a run.
+func (e *LeaseError) Holder() string {
+	h := holderText(e.Host, e.PID, e.Started)
+	if e.Command != "" {
+		h = "filesink " + e.Command + ", " + h
+	}
+	return h
 }
 
 // Unwrap returns ErrStateInUse.
@@ -77,6 +94,7 @@ type leaseRecord struct {
 	Seq      uint64 `json:"seq"`
 	TTLms    int64  `json:"ttl_ms"`
 	Released bool   `json:"released"`
+	Command  string `json:"command,omitempty"` // WithLeaseHolder; "" for a run
 }
 
 // leaseObject is one observed version of the LEASE object.
@@ -246,7 +264,7 @@ func (s *Store) newLeaseRecord() leaseRecord {
 		pid = os.Getpid()
 	}
 	return leaseRecord{V: 1, Run: randHex(8), Host: host, PID: pid,
-		Started: time.Now().UTC().Format(time.RFC3339), TTLms: s.o.leaseTTL.Milliseconds()}
+		Started: time.Now().UTC().Format(time.RFC3339), TTLms: s.o.leaseTTL.Milliseconds(), Command: s.o.leaseCommand}
 }
 
 // holderDead reports that cur's holder ran on this host and its process is
@@ -296,7 +314,7 @@ func (s *Store) watchLease(ctx context.Context, cur *leaseObject) (next *leaseOb
 
 func (s *Store) inUse(holder *leaseObject) error {
 	return &LeaseError{Location: s.Location(), Host: holder.rec.Host, PID: holder.rec.PID,
-		Started: holder.rec.Started, TTL: holder.ttl(s.o.leaseTTL)}
+		Started: holder.rec.Started, TTL: holder.ttl(s.o.leaseTTL), Command: holder.rec.Command}
 }
 
 // readLease returns the current version of the lease, nil if there is none.

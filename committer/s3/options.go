@@ -82,6 +82,9 @@ type options struct {
 	leaseTTL  time.Duration
 	leaseHost string // the lease holder's host name ("": os.Hostname), for tests
 	leasePID  int    // the lease holder's pid (0: os.Getpid), for tests
+	// leaseCommand is what holds the lease when it is not a run
+	// (WithLeaseHolder).
+	leaseCommand string
 
 	// NewClient only.
 	endpoint    string
@@ -195,6 +198,13 @@ func WithRetryer(r aws.Retryer) Option {
 // is renewed every third of it, and a run that died on another host keeps
 // other runs off the state for about that long. NewStore only.
 func WithLeaseTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.leaseTTL = d }) }
+
+// WithLeaseHolder names what takes a Store's lease when it is not a run,
+// such as "uploads abort": a run that the lease refuses names it in its
+// *LeaseError. Store option only.
+func WithLeaseHolder(command string) Option {
+	return optionFunc(func(o *options) { o.leaseCommand = command })
+}
 
 // WithEndpoint sets the S3 endpoint URL of NewClient, such as
 // "http://127.0.0.1:9000" for MinIO (default: AWS_ENDPOINT_URL_S3 or
