@@ -139,16 +139,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.State.CheckConditionalWrites(ctx); err != nil {
 		return Result{}, err
 	}
-	if cfg.Identity != nil {
-		rec, err := recovery.CheckIdentity(ctx, cfg.State, *cfg.Identity, cfg.AllowChange)
-		if err != nil {
-			return Result{}, err
-		}
-		if len(rec.Changed) > 0 {
-			cfg.Logger.Info("job record", "version", rec.Version, "changed", rec.Changed, "state", cfg.State.Location())
-		}
-	}
-	if err := cfg.checkLost(ctx); err != nil {
+	uid, writeJob, err := cfg.checkStart(ctx)
+	if err != nil {
 		return Result{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -157,6 +149,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		joined: make(chan struct{}), runID: newRunID()}
 	r.host, _ = os.Hostname()
 	g, err := kafka.JoinGroup(ctx, cfg.Kafka, r)
+	if err == nil {
+		// Joined (the topics exist): the output's claim and the job
+		// record, before any lane runs.
+		if err = cfg.establish(ctx, uid, writeJob); err != nil {
+			lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), r.rebalanceTimeout())
+			_ = g.Leave(lctx)
+			lcancel()
+			g = nil
+		}
+	}
 	// The group may call Assigned before JoinGroup returns: Assigned waits
 	// for r.g.
 	r.g = g
@@ -206,6 +208,50 @@ func (cfg *Config) check() error {
 
 // checkLost refuses a state without lanes for an output that holds
 // published files.
+// checkStart checks the run before anything is written: the job's
+// identity against the job record in State (writeJob: the record is not
+// there yet), that the output holds nothing published when the state holds
+// no lane, and that the output is not another job's (its claim). uid is
+// the job's UID.
+func (cfg *Config) checkStart(ctx context.Context) (uid string, writeJob bool, err error) {
+	if cfg.Identity != nil {
+		rec, write, err := recovery.PlanIdentity(ctx, cfg.State, *cfg.Identity, cfg.AllowChange)
+		if err != nil {
+			return "", false, err
+		}
+		uid, writeJob = rec.UID, write
+	} else {
+		recs, err := cfg.State.JobRecords(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		uid = recovery.JobUID(cfg.State, recs)
+	}
+	if err := cfg.checkLost(ctx); err != nil {
+		return "", false, err
+	}
+	return uid, writeJob, filesink.CheckClaim(ctx, cfg.Backend, filesink.OutputName(cfg.Backend), uid, cfg.State.Location(), false)
+}
+
+// establish claims the output for job uid and writes the job record if
+// the state does not hold it yet; see checkStart.
+func (cfg *Config) establish(ctx context.Context, uid string, writeJob bool) error {
+	if _, err := filesink.ClaimOutput(ctx, cfg.Backend, filesink.OutputName(cfg.Backend), uid, cfg.State.Location(), false); err != nil {
+		return err
+	}
+	if !writeJob {
+		return nil
+	}
+	rec, err := recovery.CheckIdentity(ctx, cfg.State, *cfg.Identity, cfg.AllowChange)
+	if err != nil {
+		return err
+	}
+	if len(rec.Changed) > 0 {
+		cfg.Logger.Info("job record", "version", rec.Version, "changed", rec.Changed, "state", cfg.State.Location())
+	}
+	return nil
+}
+
 func (cfg *Config) checkLost(ctx context.Context) error {
 	if cfg.Output == nil {
 		return nil

@@ -218,11 +218,24 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return r.res, err
 	}
 	r.startSubtasks(ctx)
+	// A fresh job opens its source first: a run that cannot leaves no
+	// claim and no job record behind (establish). A job with checkpoints
+	// opens it at the position recovery restores.
+	if r.fresh {
+		if err := r.openSource(ctx); err != nil {
+			return r.res, err
+		}
+	}
+	if err := r.establish(ctx); err != nil {
+		return r.res, err
+	}
 	if err := r.recover(ctx); err != nil {
 		return r.res, err
 	}
-	if err := r.openSource(ctx); err != nil {
-		return r.res, err
+	if !r.fresh {
+		if err := r.openSource(ctx); err != nil {
+			return r.res, err
+		}
 	}
 	r.startReader(ctx)
 	return r.loop(ctx)
@@ -258,6 +271,9 @@ type runner struct {
 	sinceCkpt int64           // records since the last barrier
 	lastPos   json.RawMessage // source position after the last batch
 	skip      *skipState      // what the output holds beyond lastPos (ResumeFromOutput)
+	fresh     bool            // the store held no checkpoint record at the start
+	writeJob  bool            // the job record is not in the store yet (establish writes it)
+	jobUID    string          // the job's UID, which claims the output (Output)
 	firstID   uint64          // id of a fresh start's first checkpoint (ResumeFromOutput)
 	running   chan outcome    // the checkpoint completing on its own goroutine; nil: none
 	due       bool            // an interval checkpoint waits for the running one

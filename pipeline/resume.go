@@ -50,28 +50,53 @@ func (e *LostStateError) Error() string {
 // Is makes a *LostStateError match ErrLostState.
 func (e *LostStateError) Is(target error) bool { return target == ErrLostState }
 
-// checkStart checks the run against its store before anything is
-// written: the job's identity (Config.Identity), and, when the store
-// holds no checkpoint, that the output holds nothing published
-// (Config.Output) or, with Config.ResumeFromOutput, what it holds, which
-// the run then skips.
+// checkStart checks the run against its store and output before anything
+// is written: the job's identity (Config.Identity) against the store's job
+// record, that the output is not another job's (its claim,
+// filesink.CheckClaim), and, when the store holds no checkpoint, that the
+// output holds nothing published (Config.Output) or, with
+// Config.ResumeFromOutput, what it holds, which the run then skips. What
+// the run must still write to take the job on (the output's claim, the job
+// record) is written by establish, once the source is open.
 func (r *runner) checkStart(ctx context.Context) error {
 	cfg := &r.cfg
+	var uid string
 	if cfg.Identity != nil {
-		rec, err := recovery.CheckIdentity(ctx, cfg.Store, *cfg.Identity, cfg.AllowChange)
+		rec, write, err := recovery.PlanIdentity(ctx, cfg.Store, *cfg.Identity, cfg.AllowChange)
 		if err != nil {
 			return err
 		}
-		if len(rec.Changed) > 0 {
-			cfg.Logger.Info("job record", "version", rec.Version, "changed", rec.Changed, "state", cfg.Store.Location())
-		}
-	}
-	if cfg.Output == nil && !cfg.ResumeFromOutput {
-		return nil
+		r.writeJob, uid = write, rec.UID
 	}
 	ids, err := cfg.Store.List(ctx)
 	if err != nil {
 		return err
+	}
+	r.fresh = len(ids) == 0
+	if err := r.checkLost(ctx, ids); err != nil {
+		return err
+	}
+	if cfg.Output == nil {
+		return nil
+	}
+	if uid == "" {
+		recs, err := cfg.Store.JobRecords(ctx)
+		if err != nil {
+			return err
+		}
+		uid = recovery.JobUID(cfg.Store, recs)
+	}
+	r.jobUID = uid
+	return filesink.CheckClaim(ctx, cfg.Output, filesink.OutputName(cfg.Output), uid, cfg.Store.Location(), cfg.ResumeFromOutput)
+}
+
+// checkLost checks, when the store holds no checkpoint (ids), that the
+// output holds nothing published, or with Config.ResumeFromOutput sets
+// the run up to skip what it holds.
+func (r *runner) checkLost(ctx context.Context, ids []uint64) error {
+	cfg := &r.cfg
+	if cfg.Output == nil && !cfg.ResumeFromOutput {
+		return nil
 	}
 	if len(ids) > 0 {
 		if cfg.ResumeFromOutput {
@@ -93,6 +118,37 @@ func (r *runner) checkStart(ctx context.Context) error {
 		return &LostStateError{State: cfg.Store.Location(), Output: pub.Output, Manifests: pub.Manifests, Files: pub.Files, Unlisted: len(pub.Unlisted)}
 	}
 	return r.resumeFromOutput(pub)
+}
+
+// establish writes what the run needs to take the job on, once its source
+// is open (checkStart checked both): the output's claim, before anything
+// is published or swept there, then the job record, if the store does not
+// hold it yet. A first run that cannot open its source (a topic name
+// mistyped, a broker down) thus leaves neither behind, and the corrected
+// command is not refused as another job.
+func (r *runner) establish(ctx context.Context) error {
+	cfg := &r.cfg
+	if cfg.Output != nil {
+		c, err := filesink.ClaimOutput(ctx, cfg.Output, filesink.OutputName(cfg.Output), r.jobUID, cfg.Store.Location(), cfg.ResumeFromOutput)
+		if err != nil {
+			return err
+		}
+		if c.TakenFrom != "" && c.TakenFrom != r.jobUID {
+			cfg.Logger.Warn("took the output over from the job whose state was lost", "output", filesink.OutputName(cfg.Output),
+				"claim", cfg.Output.MetaLocation(filesink.ClaimName(c.Version)), "previous_job", c.TakenFrom)
+		}
+	}
+	if !r.writeJob {
+		return nil
+	}
+	rec, err := recovery.CheckIdentity(ctx, cfg.Store, *cfg.Identity, cfg.AllowChange)
+	if err != nil {
+		return err
+	}
+	if len(rec.Changed) > 0 {
+		cfg.Logger.Info("job record", "version", rec.Version, "changed", rec.Changed, "state", cfg.Store.Location())
+	}
+	return nil
 }
 
 // resumeFromOutput sets the run up to skip what the output holds.

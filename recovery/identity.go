@@ -2,10 +2,13 @@ package recovery
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +95,11 @@ type JobRecord struct {
 	// Adopted is set on a first version written for a store that already
 	// held checkpoints (written before job records were).
 	Adopted bool `json:"adopted,omitempty"`
+	// UID names the job for as long as its state lives, wherever the
+	// state moves: every version of a store's record carries the same
+	// (JobUID). A file or S3 output is claimed by one job UID
+	// (filesink.ClaimOutput). Empty in records of older versions.
+	UID string `json:"uid,omitempty"`
 }
 
 // JobRecordName is the name of version v of the job record beside the
@@ -184,42 +192,13 @@ func (e *IdentityError) Is(target error) bool { return target == ErrIdentity }
 //
 // Names in allow must be IdentityFields. A version written meanwhile by
 // another process is read and compared again. A nil error guarantees that
-// the returned record is durable in s and has identity id.
+// the returned record is durable in s and has identity id. PlanIdentity
+// is the same check without the write.
 func CheckIdentity(ctx context.Context, s Store, id Identity, allow []string) (*JobRecord, error) {
-	fields := IdentityFields()
-	for _, a := range allow {
-		if !slices.Contains(fields, a) {
-			return nil, fmt.Errorf("allow change: unknown field %q (one of %s)", a, strings.Join(fields, ", "))
-		}
-	}
 	for attempt := 0; ; attempt++ {
-		recs, err := s.JobRecords(ctx)
-		if err != nil {
-			return nil, err
-		}
-		next := &JobRecord{Format: JobRecordVersion, Version: 1, Time: time.Now().UTC(), Identity: id}
-		if n := len(recs); n > 0 {
-			last := recs[n-1]
-			diff := last.Identity.Diff(id)
-			if len(diff) == 0 {
-				return last, nil
-			}
-			var refused []string
-			for _, f := range diff {
-				if !slices.Contains(allow, f) {
-					refused = append(refused, f)
-				}
-			}
-			if len(refused) > 0 {
-				return nil, &IdentityError{Location: s.Location(), Kept: last.Identity, Given: id, Fields: refused}
-			}
-			next.Version, next.Changed = last.Version+1, diff
-		} else {
-			ids, err := s.List(ctx)
-			if err != nil {
-				return nil, err
-			}
-			next.Adopted = len(ids) > 0
+		next, write, err := PlanIdentity(ctx, s, id, allow)
+		if err != nil || !write {
+			return next, err
 		}
 		err = s.AddJobRecord(ctx, next)
 		if err == nil {
@@ -229,4 +208,79 @@ func CheckIdentity(ctx context.Context, s Store, id Identity, allow []string) (*
 			return nil, err
 		}
 	}
+}
+
+// PlanIdentity is CheckIdentity without the write: it returns the record
+// the run goes on with, and write set when that record is not in s yet
+// (CheckIdentity writes it), or the *IdentityError; the record's UID is
+// always set (JobUID), also for a record written without one. It writes
+// nothing, so
+// that a run can check its identity before it has shown that it can run
+// (opened its source and sink) and keep the record only then: a first run
+// that fails leaves no record that would refuse the corrected command as
+// another job.
+func PlanIdentity(ctx context.Context, s Store, id Identity, allow []string) (rec *JobRecord, write bool, err error) {
+	fields := IdentityFields()
+	for _, a := range allow {
+		if !slices.Contains(fields, a) {
+			return nil, false, fmt.Errorf("allow change: unknown field %q (one of %s)", a, strings.Join(fields, ", "))
+		}
+	}
+	recs, err := s.JobRecords(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	next := &JobRecord{Format: JobRecordVersion, Version: 1, Time: time.Now().UTC(), Identity: id, UID: JobUID(s, recs)}
+	if n := len(recs); n > 0 {
+		last := recs[n-1]
+		diff := last.Identity.Diff(id)
+		if len(diff) == 0 {
+			if last.UID == "" { // written by a version that kept none
+				c := *last
+				c.UID = next.UID
+				return &c, false, nil
+			}
+			return last, false, nil
+		}
+		var refused []string
+		for _, f := range diff {
+			if !slices.Contains(allow, f) {
+				refused = append(refused, f)
+			}
+		}
+		if len(refused) > 0 {
+			return nil, false, &IdentityError{Location: s.Location(), Kept: last.Identity, Given: id, Fields: refused}
+		}
+		next.Version, next.Changed = last.Version+1, diff
+		return next, true, nil
+	}
+	ids, err := s.List(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	next.Adopted = len(ids) > 0
+	return next, true, nil
+}
+
+// JobUID returns the UID of the job whose state is s and whose job records
+// are recs (oldest first): the one the records carry, else one derived from
+// the store's location (an absolute path for a DirStore), which is what a
+// store whose first record is not written yet, or was written by a version
+// that kept none, is known by. Every process of one state (the processes of
+// a group-mode job, a run and the next) finds the same UID; two states find
+// two.
+func JobUID(s Store, recs []*JobRecord) string {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].UID != "" {
+			return recs[i].UID
+		}
+	}
+	loc := s.Location()
+	if d, ok := s.(*DirStore); ok {
+		if abs, err := filepath.Abs(d.dir); err == nil {
+			loc = abs
+		}
+	}
+	sum := sha256.Sum256([]byte(loc))
+	return "job-" + hex.EncodeToString(sum[:8])
 }
