@@ -35,16 +35,27 @@ type LostStateError struct {
 }
 
 func (e *LostStateError) Error() string {
+	held := fmt.Sprintf("output %s already holds %d commit manifests listing %d files (and %d files no manifest lists)", e.Output, e.Manifests, e.Files, e.Unlisted)
+	if e.Manifests == 0 {
+		// rm -rf OUT/_filesink removes the manifests (and the default
+		// state) together.
+		held = fmt.Sprintf("the output holds %d files no manifest lists, and its commit manifests are gone (%s holds none: was the output's "+
+			"_filesink directory removed? it holds the manifests, and by default the state too)", e.Unlisted, e.Output)
+	}
 	if e.Group {
-		return fmt.Sprintf("state %s holds no lane, but output %s already holds %d commit manifests listing %d files (and %d files no manifest lists): "+
+		return fmt.Sprintf("state %s holds no lane, but %s: "+
 			"a run from the beginning would publish their records again; if this job's state is elsewhere pass it with --state; "+
 			"group mode cannot rebuild a lost state from the output: to start over, use an empty --sink",
-			e.State, e.Output, e.Manifests, e.Files, e.Unlisted)
+			e.State, held)
 	}
-	return fmt.Sprintf("state %s holds no checkpoint, but output %s already holds %d commit manifests listing %d files (and %d files no manifest lists): "+
-		"a run from the beginning would publish their records again; if this job's state is elsewhere pass it with --state, "+
-		"if it was lost run with --resume-from-output, if this is a new job use an empty --sink",
-		e.State, e.Output, e.Manifests, e.Files, e.Unlisted)
+	way := "if it was lost run with --resume-from-output, if this is a new job use an empty --sink"
+	if e.Manifests == 0 {
+		way = "without manifests the output cannot tell which records it holds: move its files out (or restore its _filesink directory) " +
+			"and run again, or, if this is a new job, use an empty --sink"
+	}
+	return fmt.Sprintf("state %s holds no checkpoint, but %s: "+
+		"a run from the beginning would publish their records again; if this job's state is elsewhere pass it with --state, %s",
+		e.State, held, way)
 }
 
 // Is makes a *LostStateError match ErrLostState.

@@ -9,14 +9,17 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/internal/testutil/kafkatest"
 	"github.com/filesink/filesink/internal/testutil/mariadbtest"
+	"github.com/filesink/filesink/internal/testutil/miniotest"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/vfs"
 )
@@ -353,4 +356,128 @@ func TestTwoJobsOneOutputAtOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPausedRunReportsLeaseLost: a run paused (SIGSTOP) until another run
+// took its S3 state's lease over fails, once it goes on, with one line
+// saying the lease was lost and naming the new holder, whatever request
+// failed first (it used to print an opaque "StatusCode: 499"); the new
+// holder runs on undisturbed.
+func TestPausedRunReportsLeaseLost(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs SIGSTOP")
+	}
+	srv := minio.Shared(t)
+	s3ChildEnv(t, srv)
+	bin := buildCLI(t)
+	bucket := srv.NewBucket(t)
+	sink := "s3://" + bucket + "/out"
+	flags := []string{"--s3-endpoint", srv.Endpoint(), "--s3-path-style"}
+	start := func(name string) (*exec.Cmd, *syncBuffer, chan error) {
+		cmd := exec.Command(bin, append([]string{"run", "--source", "-", "--sink", sink, "--checkpoint-interval", "100ms", "--progress", "off"}, flags...)...)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait(); close(exited) }()
+		go func() { // records until the process ends
+			for i := 0; ; i++ {
+				if _, err := fmt.Fprintf(stdin, `{"id":"%s-%d"}`+"\n", name, i); err != nil {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		t.Cleanup(func() {
+			cmd.Process.Signal(syscall.SIGCONT)
+			cmd.Process.Kill()
+			for range exited {
+			}
+		})
+		return cmd, &stderr, exited
+	}
+	a, aErr, aExited := start("a")
+	waitFor(t, "run a's first checkpoint", func() bool { return strings.Contains(aErr.String(), "checkpoint committed") || checkpointCount(t, srv, bucket) > 0 })
+	if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	b, bErr, bExited := start("b") // waits for a's lease to go stale (its TTL), then takes it
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("host %s, pid %d", host, b.Process.Pid)
+	waitFor(t, "run b to take the lease", func() bool {
+		select {
+		case err := <-bExited:
+			t.Fatalf("run b exited: %v\n%s", err, lastLines(bErr.String(), 10))
+		default:
+		}
+		return checkpointCount(t, srv, bucket) > 0 && strings.Contains(leaseBody(t, srv, bucket), fmt.Sprintf(`"pid":%d`, b.Process.Pid))
+	})
+	if err := a.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-aExited:
+		var lines []string
+		for _, l := range strings.Split(aErr.String(), "\n") {
+			if strings.HasPrefix(l, "filesink: ") {
+				lines = append(lines, l)
+			}
+		}
+		if err == nil || len(lines) != 1 || !strings.Contains(lines[0], "was taken over by another run") || !strings.Contains(lines[0], "lease lost") || !strings.Contains(lines[0], holder) {
+			t.Errorf("the paused run after the takeover: want a failure with one line saying the lease was lost to %s; got %v:\n%s", holder, err, lastLines(aErr.String(), 10))
+		} else {
+			t.Logf("the paused run: %s", lines[0])
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the paused run went on for 2 minutes after the takeover:\n%s", lastLines(aErr.String(), 10))
+	}
+	if err := b.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bExited; err != nil {
+		t.Errorf("run b after SIGTERM: %v\n%s", err, lastLines(bErr.String(), 10))
+	}
+}
+
+// waitFor polls ok for up to 2 minutes.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); !ok(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 2 minutes", what)
+		}
+	}
+}
+
+// checkpointCount is the number of checkpoint records of the state
+// s3://bucket/out/_filesink.
+func checkpointCount(t *testing.T, srv *miniotest.Server, bucket string) int {
+	t.Helper()
+	st, err := s3sink.NewStore(srv.Client(t), bucket, "out/_filesink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := st.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ids)
+}
+
+// leaseBody is the content of the lease of s3://bucket/out/_filesink.
+func leaseBody(t *testing.T, srv *miniotest.Server, bucket string) string {
+	t.Helper()
+	out, err := srv.Client(t).GetObject(t.Context(), &s3api.GetObjectInput{Bucket: &bucket, Key: aws.String("out/_filesink/" + s3sink.LeaseFile)})
+	if err != nil {
+		return ""
+	}
+	defer out.Body.Close()
+	b, _ := io.ReadAll(out.Body)
+	return string(b)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/filesink/filesink/committer/driver"
 	"github.com/filesink/filesink/committer/localfs"
 	"github.com/filesink/filesink/committer/mysqlxa"
+	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/pipeline"
@@ -350,10 +351,33 @@ func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *s
 	res, err := spec.Run(ctx, job.cfg)
 	prog.finish()
 	if err != nil {
-		return specError(err)
+		return explainRunError(ctx, job, specError(err))
 	}
 	job.done(log, res)
 	return nil
+}
+
+// explainRunError puts what the operator must know first in the error of
+// a failed run: that the S3 state's lease was taken over (the failure
+// itself, a request cut off while the process was paused, is only a
+// consequence), or, for a data loss of a file or S3 sink, what a plain
+// rerun does and the way on.
+func explainRunError(ctx context.Context, job *job, err error) error {
+	if st, ok := job.cfg.Store.(*s3sink.Store); ok {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		lerr := st.CheckLease(cctx)
+		cancel()
+		if errors.Is(lerr, s3sink.ErrLeaseLost) && !errors.Is(err, s3sink.ErrLeaseLost) {
+			return fmt.Errorf("%w; this run stopped on: %s", lerr, oneLine(err.Error()))
+		}
+	}
+	var gone *s3sink.UploadGoneError
+	if job.target == nil || !errors.Is(err, committer.ErrDataLoss) || errors.As(err, &gone) {
+		return err
+	}
+	return fmt.Errorf("%w; the records of that part file as of the checkpoint that recorded it are not in the output, and running the job again stops here again: "+
+		"if the source still holds them, run the job with a new, empty --state location (keep the old one) and --resume-from-output, which reads the source "+
+		"from the beginning and writes again, once, every record the output's commit manifests do not list (runbook: ErrDataLoss)", err)
 }
 
 // stopOnSignal returns a channel closed at the first signal (a graceful

@@ -563,6 +563,7 @@ func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (driver
 		return nil, dataLoss("s3: resume %s: upload %s no longer holds the recorded data: %s", b.objURL(r.Key), r.UploadID, d)
 	}
 	w := newWriter(b, r)
+	w.recorded.Store(true)
 	if len(r.Tail) > 0 {
 		if err := w.loadTail(ctx, r); err != nil {
 			w.Close()

@@ -10,29 +10,44 @@ import (
 	"github.com/filesink/filesink/committer"
 )
 
-// UploadGoneError reports that a multipart upload recorded in a checkpoint
-// no longer exists (and, for a commit, that no matching object was published
-// from it). It matches committer.ErrDataLoss.
+// UploadGoneError reports that a multipart upload no longer exists: one
+// recorded in a checkpoint (found at Resume, or at Commit with no matching
+// object published from it), or one this run was writing. It matches
+// committer.ErrDataLoss. Its message says what is lost and what running
+// the job again does.
 type UploadGoneError struct {
 	Bucket   string
 	Key      string // object key of the part file
 	UploadID string
 	// Committing is set when the upload was gone at Commit and the object
-	// is missing; otherwise it was gone at Resume.
+	// is missing; otherwise it was gone at Resume, or while written.
 	Committing bool
+	// Writing is set when the upload was gone while this run wrote it (a
+	// part upload failed); Recorded then says whether a checkpoint of this
+	// run recorded it (it was resumed, or persisted), which may have been
+	// decided.
+	Writing, Recorded bool
 }
 
 func (e *UploadGoneError) Error() string {
-	what := "its parts are lost"
-	if e.Committing {
-		what = "the object was never published from it (or was deleted since), so its parts are lost"
+	head := fmt.Sprintf("s3: multipart upload %s of s3://%s/%s no longer exists", e.UploadID, e.Bucket, e.Key)
+	cause := "a lifecycle rule (AbortIncompleteMultipartUpload) or an operator (filesink uploads abort --force, aws s3api abort-multipart-upload) probably aborted it"
+	rule := "give the bucket's AbortIncompleteMultipartUpload rule an age longer than the longest time a part file stays open plus the longest outage"
+	if e.Writing && !e.Recorded {
+		return fmt.Sprintf("%s: it was aborted while this run wrote it (%s): this run stops before deciding its next checkpoint, and nothing that was decided is lost: "+
+			"no checkpoint recorded this part file, so running the job again resumes from its last decided checkpoint and writes its records again, once; "+
+			"to keep it from happening again, %s: %v", head, cause, rule, committer.ErrDataLoss)
 	}
-	return fmt.Sprintf("s3: multipart upload %s of s3://%s/%s no longer exists and %s: "+
-		"a lifecycle rule (AbortIncompleteMultipartUpload) or an operator (filesink uploads abort, aws s3api abort-multipart-upload) probably aborted it. "+
-		"No checkpoint can bring it back: replay the records since the last published file of this part from the source into a fresh state "+
-		"(a new --state location), or accept their loss; then give the bucket's AbortIncompleteMultipartUpload rule an age longer than "+
-		"the longest time a part file stays open plus the longest outage: %v",
-		e.UploadID, e.Bucket, e.Key, what, committer.ErrDataLoss)
+	lost := "the records this part file held as of the newest checkpoint that recorded it are lost from the output"
+	if e.Writing {
+		lost = "this run's checkpoints recorded this part file: if one of them was decided, its records as of that checkpoint are lost from the output and the next run stops with this error when it resumes it; if none was, running the job again writes them again, once"
+	} else if e.Committing {
+		lost += " (the object was never published from the upload, or was deleted since)"
+	}
+	return fmt.Sprintf("%s: %s; %s, and a plain rerun stops here again. If the source still holds those records: run the job with a new, empty --state location "+
+		"(keep the old one) and --resume-from-output, which replays the source from the beginning and skips every record "+
+		"the output's commit manifests list, so they are written again, once (a fresh state without --resume-from-output would write everything twice); "+
+		"then %s: %v", head, cause, lost, rule, committer.ErrDataLoss)
 }
 
 // Unwrap returns committer.ErrDataLoss.

@@ -531,6 +531,35 @@ func (s *Store) leaseFenced() error {
 	return nil
 }
 
+// CheckLease reads the lease and returns the error of Put (matching
+// ErrLeaseLost, naming the new holder) if another run took it over, or
+// it was released; nil if this store still holds it, or holds none. A run
+// that failed calls it to tell a failure caused by losing the lease (a
+// request cut off while the process was paused, answered with an opaque
+// status) from any other: the lease's loss is then what to report. An
+// error that does not match ErrLeaseLost means the lease could not be
+// read. Safe for concurrent use.
+func (s *Store) CheckLease(ctx context.Context) error {
+	l := &s.lease
+	l.mu.Lock()
+	st, run, fenced := l.state, l.rec.Run, l.fenced
+	l.mu.Unlock()
+	switch st {
+	case leaseNone:
+		return nil
+	case leaseLost, leaseReleased:
+		return fenced
+	}
+	cur, err := s.readLease(ctx)
+	if err != nil {
+		return err
+	}
+	if cur != nil && cur.parsed && cur.rec.Run == run && !cur.rec.Released {
+		return nil
+	}
+	return l.lose(s.Location(), cur)
+}
+
 // Release gives the lease up: the renewals stop and the lease is written
 // with released set (If-Match, so that a run that took it over meanwhile
 // keeps it), so that the next run takes it over at once. Afterwards Put,

@@ -252,3 +252,36 @@ func TestStoreLeaseRenewsBeforePut(t *testing.T) {
 		t.Errorf("lease after the Put = %+v; want it renewed from seq %d", r, before.Seq)
 	}
 }
+
+// TestStoreCheckLease: CheckLease is nil while the store holds its lease,
+// and once another run took it over (a paused holder's renewals missed),
+// the lease-lost error naming the new holder, even before the holder's
+// own renewal noticed.
+func TestStoreCheckLease(t *testing.T) {
+	srv := requireMinio(t)
+	client := srv.Client(t, withRetryer)
+	bucket := srv.NewBucket(t)
+	ctx := t.Context()
+	const ttl = 300 * time.Millisecond
+	if err := MustNewStore(t, client, bucket, leasePrefix).CheckLease(ctx); err != nil {
+		t.Errorf("CheckLease of a store that holds no lease: %v", err)
+	}
+	zombie := MustNewStore(t, client, bucket, leasePrefix, WithLeaseTTL(ttl))
+	mustAcquire(t, zombie)
+	if err := zombie.CheckLease(ctx); err != nil {
+		t.Fatalf("CheckLease of the holder: %v", err)
+	}
+	zombie.stopRenewing()
+	other := MustNewStore(t, client, bucket, leasePrefix, WithLeaseTTL(ttl), withLeaseIdentity("other-host", 4242))
+	if err := other.Acquire(ctx); err != nil {
+		t.Fatalf("Acquire over a lease nobody renews: %v", err)
+	}
+	t.Cleanup(func() { other.Close() })
+	err := zombie.CheckLease(ctx)
+	if !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), "host other-host, pid 4242") {
+		t.Fatalf("CheckLease of the holder taken over = %v; want ErrLeaseLost naming the new holder", err)
+	}
+	if err := other.CheckLease(ctx); err != nil {
+		t.Errorf("CheckLease of the new holder: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -290,6 +291,48 @@ func TestUploadAbortedBySomeoneElse(t *testing.T) {
 		}
 	}
 	h.wantVisibleNone(t)
+}
+
+// TestUploadAbortedWhileWritten: an upload aborted while its writer
+// uploads parts fails the writer with an *UploadGoneError that says what
+// is lost: before any persist, nothing decided (running the job again
+// writes the records again); after a persist, the records up to a decided
+// checkpoint that recorded it. Neither advises a fresh state alone, which
+// would write everything twice.
+func TestUploadAbortedWhileWritten(t *testing.T) {
+	h, b := setup(t)
+	ctx := t.Context()
+	for _, recorded := range []bool{false, true} {
+		w := open(t, b, fmt.Sprintf("part-0-r1-%t.txt", recorded))
+		if recorded {
+			write(t, w, pattern(1, 100))
+			persist(t, w)
+		}
+		if _, err := h.client.AbortMultipartUpload(ctx, &s3api.AbortMultipartUploadInput{Bucket: &h.bucket, Key: &w.rec.Key, UploadId: &w.rec.UploadID}); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		for i := 0; err == nil && i < 4; i++ { // a part upload fails, here or at the persist
+			if _, err = w.Write(pattern(2, int(MinPartSize))); err == nil {
+				_, err = w.Persist(ctx)
+			}
+		}
+		var gone *UploadGoneError
+		if !errors.As(err, &gone) || !errors.Is(err, committer.ErrDataLoss) || !gone.Writing || gone.Recorded != recorded {
+			t.Fatalf("recorded %t: writing to an aborted upload: %v; want an *UploadGoneError while writing", recorded, err)
+		}
+		msg := err.Error()
+		want := []string{"nothing that was decided is lost", "running the job again resumes from its last decided checkpoint"}
+		if recorded {
+			want = []string{"if one of them was decided", "--resume-from-output", "a fresh state without --resume-from-output would write everything twice"}
+		}
+		for _, s := range want {
+			if !strings.Contains(msg, s) {
+				t.Errorf("recorded %t: the error does not say %q: %s", recorded, s, msg)
+			}
+		}
+		w.Close()
+	}
 }
 
 func (h *harness) wantVisibleNone(t *testing.T) {

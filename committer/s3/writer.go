@@ -61,6 +61,9 @@ type writer struct {
 	// do not all rewrite their tails at the same checkpoint.
 	deltaLimit int
 	rnd        *rand.Rand
+	// recorded: a checkpoint may hold this upload (it was resumed, or a
+	// persist returned its resumable); for the message of an upload gone.
+	recorded atomic.Bool
 }
 
 // Tail object policy: a persist stores the bytes written since the last one
@@ -410,7 +413,7 @@ func (w *writer) uploadPart(number int32, s *spillFile) (partRec, error) {
 	out, err := w.b.client.UploadPart(w.ctx, in, call...)
 	if err != nil {
 		if isNoSuchUpload(err) {
-			return p, &UploadGoneError{Bucket: w.b.bucket, Key: w.rec.Key, UploadID: w.rec.UploadID}
+			return p, &UploadGoneError{Bucket: w.b.bucket, Key: w.rec.Key, UploadID: w.rec.UploadID, Writing: true, Recorded: w.recorded.Load()}
 		}
 		return p, fmt.Errorf("s3: upload part %d of %s (upload %s): %w", number, w.where(), w.rec.UploadID, err)
 	}
@@ -516,6 +519,7 @@ func (w *writer) PersistAsync(ctx context.Context) (func(context.Context) (json.
 			return nil, err
 		}
 		r.Parts = w.partsUpTo(barrier)
+		w.recorded.Store(true)
 		return json.Marshal(r)
 	}, nil
 }
