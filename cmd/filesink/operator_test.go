@@ -403,7 +403,9 @@ func TestPausedRunReportsLeaseLost(t *testing.T) {
 		return cmd, &stderr, exited
 	}
 	a, aErr, aExited := start("a")
-	waitFor(t, "run a's first checkpoint", func() bool { return strings.Contains(aErr.String(), "checkpoint committed") || checkpointCount(t, srv, bucket) > 0 })
+	waitFor(t, "run a's first checkpoint", func() bool {
+		return strings.Contains(aErr.String(), "checkpoint committed") || checkpointCount(t, srv, bucket) > 0
+	})
 	if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
