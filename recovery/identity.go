@@ -185,7 +185,9 @@ func (e *IdentityError) Is(target error) bool { return target == ErrIdentity }
 // the record the run goes on with:
 //   - with no record, it writes version 1 (Adopted when s already holds
 //     checkpoints);
-//   - with a record of the same identity, it returns it;
+//   - with a record of the same identity, it returns it (one written by a
+//     version that kept no UID gets the next version, with the UID and no
+//     change);
 //   - with a record that differs only in fields named in allow, it writes
 //     the next version, naming them in Changed;
 //   - otherwise it returns an *IdentityError and writes nothing.
@@ -213,8 +215,7 @@ func CheckIdentity(ctx context.Context, s Store, id Identity, allow []string) (*
 // PlanIdentity is CheckIdentity without the write: it returns the record
 // the run goes on with, and write set when that record is not in s yet
 // (CheckIdentity writes it), or the *IdentityError; the record's UID is
-// always set (JobUID), also for a record written without one. It writes
-// nothing, so
+// always set (JobUID). It writes nothing, so
 // that a run can check its identity before it has shown that it can run
 // (opened its source and sink) and keep the record only then: a first run
 // that fails leaves no record that would refuse the corrected command as
@@ -235,10 +236,12 @@ func PlanIdentity(ctx context.Context, s Store, id Identity, allow []string) (re
 		last := recs[n-1]
 		diff := last.Identity.Diff(id)
 		if len(diff) == 0 {
-			if last.UID == "" { // written by a version that kept none
-				c := *last
-				c.UID = next.UID
-				return &c, false, nil
+			if last.UID == "" {
+				// Written by a version that kept none: the next version
+				// keeps the UID the location gives now, so that the state
+				// keeps it when it moves.
+				next.Version = last.Version + 1
+				return next, true, nil
 			}
 			return last, false, nil
 		}

@@ -94,3 +94,68 @@ func TestCheckIdentityAdopts(t *testing.T) {
 		t.Fatalf("second write of version 1 = %v, want ErrExist", err)
 	}
 }
+
+// TestPlanIdentity: the plan writes nothing; the UID comes from the
+// store's location until a record keeps one, and stays the same when the
+// state moves; a record written without a UID gets the next version with
+// it and no change.
+func TestPlanIdentity(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	dir := filepath.Join(root, "st")
+	s, err := OpenDir(ctx, vfs.OS{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Identity{Source: "gen://?count=1", Sink: "file:///out", Format: "jsonl"}
+	rec, write, err := PlanIdentity(ctx, s, a, nil)
+	if err != nil || !write || rec.Version != 1 || rec.UID == "" {
+		t.Fatalf("plan on an empty store = %+v, %t, %v", rec, write, err)
+	}
+	if recs, err := s.JobRecords(ctx); err != nil || len(recs) != 0 {
+		t.Fatalf("the plan wrote %v, %v", recs, err)
+	}
+	again, _, _ := PlanIdentity(ctx, s, a, nil)
+	if again.UID != rec.UID {
+		t.Errorf("two plans of one state: UIDs %q and %q", rec.UID, again.UID)
+	}
+	other, err := OpenDir(ctx, vfs.OS{}, filepath.Join(root, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if o, _, _ := PlanIdentity(ctx, other, a, nil); o.UID == rec.UID {
+		t.Errorf("two states share the UID %q", o.UID)
+	}
+	kept, err := CheckIdentity(ctx, s, a, nil)
+	if err != nil || kept.UID != rec.UID {
+		t.Fatalf("CheckIdentity = %+v, %v; want the planned UID %q", kept, err, rec.UID)
+	}
+	// Moved, the state keeps its UID.
+	s.Close()
+	moved := filepath.Join(root, "moved")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	s, err = OpenDir(ctx, vfs.OS{}, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if r, write, err := PlanIdentity(ctx, s, a, nil); err != nil || write || r.UID != rec.UID {
+		t.Errorf("plan on the moved state = %+v, %t, %v; want the kept UID %q, nothing to write", r, write, err, rec.UID)
+	}
+	// A record of a version that kept no UID.
+	old, err := OpenDir(ctx, vfs.OS{}, filepath.Join(root, "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := old.AddJobRecord(ctx, &JobRecord{Format: JobRecordVersion, Version: 1, Identity: a}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := CheckIdentity(ctx, old, a, nil)
+	if err != nil || r.Version != 2 || r.UID == "" || len(r.Changed) != 0 {
+		t.Fatalf("CheckIdentity on a record without a UID = %+v, %v; want version 2 with a UID and no change", r, err)
+	}
+}
