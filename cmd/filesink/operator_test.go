@@ -483,3 +483,49 @@ func leaseBody(t *testing.T, srv *miniotest.Server, bucket string) string {
 	b, _ := io.ReadAll(out.Body)
 	return string(b)
 }
+
+// TestUploadsAbortGroupJob: while a group-mode job runs, uploads abort is
+// refused naming a lane and its owner (the lanes' owners hold the job);
+// once the job stopped and handed its lanes off, it goes ahead.
+func TestUploadsAbortGroupJob(t *testing.T) {
+	srv := minio.Shared(t)
+	s3ChildEnv(t, srv)
+	bucket := srv.NewBucket(t)
+	kc := kafkatest.Start(t, kafkatest.Topic{Name: "orders", Partitions: 2})
+	for p := range int32(2) {
+		kc.MustProduce(t, "orders", p, `{"id":1}`, `{"id":2}`)
+	}
+	flags := []string{"--s3-endpoint", srv.Endpoint(), "--s3-path-style"}
+	sink := "s3://" + bucket + "/out"
+	sig := make(chan os.Signal, 1)
+	done := make(chan cliResult, 1)
+	go func() {
+		done <- cliWith(t, strings.NewReader(""), sig, append([]string{"run", "--source", "kafka://" + kc.Bootstrap() + "/orders", "--group", "g",
+			"--sink", sink, "--checkpoint-interval", "200ms", "--session-timeout", "6s", "--progress", "off"}, flags...)...)
+	}()
+	stopped := false
+	defer func() {
+		if !stopped {
+			sig <- syscall.SIGTERM
+			<-done
+		}
+	}()
+	waitFor(t, "the lanes", func() bool {
+		r := cli(t, append([]string{"state", "--state", sink + "/_filesink"}, flags...)...)
+		return strings.Contains(r.stdout, "2 lane(s)")
+	})
+	r := cli(t, append([]string{"uploads", "abort", "--sink", sink, "--all"}, flags...)...)
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	if r.code != 1 || r.stdout != "" || len(lines) != 1 || !strings.Contains(lines[0], "is running") || !strings.Contains(lines[0], "lane orders/") ||
+		!strings.Contains(lines[0], fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("uploads abort on a running group job: want exit 1 and one line naming a lane and its owner, got %v", r)
+	}
+	sig <- syscall.SIGTERM
+	stopped = true
+	if r := <-done; r.code != 0 {
+		t.Fatalf("the group job after SIGTERM: %v", r)
+	}
+	if r := cli(t, append([]string{"uploads", "abort", "--sink", sink, "--all"}, flags...)...); r.code != 0 {
+		t.Errorf("uploads abort after the group job stopped: %v", r)
+	}
+}
