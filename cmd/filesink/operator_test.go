@@ -529,3 +529,55 @@ func TestUploadsAbortGroupJob(t *testing.T) {
 		t.Errorf("uploads abort after the group job stopped: %v", r)
 	}
 }
+
+// TestDataLossMessageAndWayOn: the in-progress file of a decided
+// checkpoint removed behind the job's back: the next run stops with one
+// line that says the part file's records are not in the output, that a
+// plain rerun stops again, and the way on; following it (a new, empty
+// state with --resume-from-output) writes every record exactly once. The
+// same for the whole _filesink directory removed: the refusal says the
+// commit manifests are gone.
+func TestDataLossMessageAndWayOn(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("kills a process")
+	}
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	const count = 200000
+	src := fmt.Sprintf("gen://?count=%d", count)
+	cmd := exec.Command(bin, "run", "--source", src, "--sink", out, "--checkpoint-records", "5000", "--checkpoint-interval", "1h", "--progress", "off")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a checkpoint", func() bool { return decidedNext(t, filepath.Join(out, "_filesink")) > 0 })
+	cmd.Process.Kill()
+	cmd.Wait()
+	staged, err := filepath.Glob(filepath.Join(out, ".part-*inprogress"))
+	if err != nil || len(staged) == 0 {
+		t.Fatalf("no in-progress file after the kill (%v)", err)
+	}
+	for _, f := range staged {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // a plain rerun stops the same way, every time
+		r := cli(t, "run", "--source", src, "--sink", out, "--progress", "off")
+		oneLineErr(t, "a run after its in-progress file was removed", r, "data loss", "running the job again stops here again", "--resume-from-output")
+	}
+	mustRun(t, "run", "--source", src, "--sink", out, "--state", filepath.Join(out, "_state2"), "--resume-from-output", "--progress", "off")
+	mustRun(t, "verify", "--deep", "--sink", out, "--state", filepath.Join(out, "_state2"))
+	if n := len(outputLines(t, out)); n != count {
+		t.Errorf("the output holds %d records, want %d", n, count)
+	}
+
+	// rm -rf OUT/_filesink: the refusal says the manifests are gone.
+	out2 := filepath.Join(dir, "out2")
+	mustRun(t, "run", "--source", "gen://?count=10", "--sink", out2, "--progress", "off")
+	if err := os.RemoveAll(filepath.Join(out2, "_filesink")); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, "run", "--source", "gen://?count=10", "--sink", out2, "--progress", "off")
+	oneLineErr(t, "rm -rf OUT/_filesink", r, "commit manifests are gone", "_filesink directory removed")
+}
