@@ -84,21 +84,28 @@ func (r *runner) checkStart(ctx context.Context) error {
 		return err
 	}
 	r.fresh = len(ids) == 0
+	var claimErr error
+	if cfg.Output != nil {
+		if uid == "" {
+			recs, err := cfg.Store.JobRecords(ctx)
+			if err != nil {
+				return err
+			}
+			uid = recovery.JobUID(cfg.Store, recs)
+		}
+		r.jobUID = uid
+		claimErr = filesink.CheckClaim(ctx, cfg.Output, filesink.OutputName(cfg.Output), uid, cfg.Store.Location(), cfg.ResumeFromOutput)
+	}
 	if err := r.checkLost(ctx, ids); err != nil {
+		// Files but no manifest, in an output another job claims: that
+		// job is publishing its first checkpoint, not gone.
+		var ls *LostStateError
+		if claimErr != nil && errors.As(err, &ls) && ls.Manifests == 0 {
+			return claimErr
+		}
 		return err
 	}
-	if cfg.Output == nil {
-		return nil
-	}
-	if uid == "" {
-		recs, err := cfg.Store.JobRecords(ctx)
-		if err != nil {
-			return err
-		}
-		uid = recovery.JobUID(cfg.Store, recs)
-	}
-	r.jobUID = uid
-	return filesink.CheckClaim(ctx, cfg.Output, filesink.OutputName(cfg.Output), uid, cfg.Store.Location(), cfg.ResumeFromOutput)
+	return claimErr
 }
 
 // checkLost checks, when the store holds no checkpoint (ids), that the

@@ -230,7 +230,7 @@ func s3HiddenKey(rel string) bool {
 }
 
 var (
-	s3RecordName  = regexp.MustCompile(`^_filesink/(ckpt-[0-9]{20}|LEASE|job-[0-9]{8}\.json|manifests/[0-9]{20}-[a-z]+-[0-9]+\.json)$`)
+	s3RecordName  = regexp.MustCompile(`^_filesink/(ckpt-[0-9]{20}|LEASE|job-[0-9]{8}\.json|claims/[0-9]{8}\.json|manifests/[0-9]{20}-[a-z]+-[0-9]+\.json)$`)
 	s3NoUploads   = regexp.MustCompile(`(?m)^0 upload\(s\)$`)
 	s3StagingName = regexp.MustCompile(`^` + s3sink.StagingDir + `/(.+/)?\.[^/]+(\.upload|\.tail-[0-9a-f]{16})$`)
 )

@@ -20,7 +20,7 @@ func TestGuaranteeFlag(t *testing.T) {
 		want            string // "" : accepted (exit 0 on an empty bounded source)
 	}{
 		{out, "exactly-once", ""},
-		{out, "at-least-once", ""}, // parts published as they roll
+		{out + "-alo", "at-least-once", ""}, // parts published as they roll; one output, one job
 		{out, "at-most-once", "supports exactly-once (two-phase commit) and at-least-once"},
 		{"s3://bucket/p", "at-most-once", "at-most-once is for http(s):// sinks"},
 		{"mysql://root@tcp(127.0.0.1:1)/test", "at-least-once", "mysql:// sink supports exactly-once (two-phase commit) only"},

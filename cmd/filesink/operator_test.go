@@ -326,7 +326,7 @@ func TestTwoJobsOneOutputAtOnce(t *testing.T) {
 					ok++
 				case strings.Contains(r.stderr, "belongs to another job") && strings.Contains(r.stderr, "state0") && strings.Contains(r.stderr, "state1"):
 					refused++
-				case strings.Contains(r.stderr, "holds no checkpoint, but output"):
+				case strings.Contains(r.stderr, "holds no checkpoint, but"):
 					refused++ // started after the other published: the lost-state check
 				default:
 					t.Errorf("%s round %d: a run failed without naming both states as another job's: %v\n%s", kind, round, r.err, lastLines(r.stderr, 10))
