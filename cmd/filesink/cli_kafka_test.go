@@ -350,6 +350,21 @@ func leaveBranches(t *testing.T, db *sql.DB, table, job string, n int) []string 
 	return xids
 }
 
+// resolveXA runs an xa commit or rollback, again while the server says
+// the branch is still attached to its closed session (it may need a
+// moment to detach it), for up to 20 s.
+func resolveXA(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := cli(t, args...)
+		if r.code == 0 || time.Now().After(deadline) || !strings.Contains(r.stderr, "live session") {
+			return r
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // TestXACommand: branches prepared and left behind are listed, decoded, and
 // committed or rolled back by hand; with --state, the wrong decision is
 // refused.
@@ -397,17 +412,7 @@ func TestXACommand(t *testing.T) {
 	// Commit one (with --force: an operator who knows better), roll back
 	// the other. The server may need a moment to detach a branch from
 	// its closed session.
-	resolve := func(args ...string) cliResult {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			r := cli(t, args...)
-			if r.code == 0 || time.Now().After(deadline) || !strings.Contains(r.stderr, "live session") {
-				return r
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	resolve := func(args ...string) cliResult { return resolveXA(t, args...) }
 	if r := resolve("xa", "commit", "--sink", sink, "--state", state, "--force", "--xid", xids[0]); r.code != 0 || !strings.Contains(r.stdout, "committed") {
 		t.Fatalf("xa commit --force: %v", r)
 	}

@@ -88,19 +88,9 @@ func TestUploadsAbortLiveJob(t *testing.T) {
 			if tc.local {
 				state = filepath.Join(t.TempDir(), "state")
 			}
-			run := exec.Command(bin, append([]string{"run", "--source", "-", "--sink", sink, "--state", state,
+			run := startStdinRun(t, bin, append([]string{"run", "--source", "-", "--sink", sink, "--state", state,
 				"--checkpoint-interval", "300ms", "--part-size", "256KiB", "--progress", "off"}, flags...)...)
-			stdin, err := run.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr syncBuffer
-			run.Stderr = &stderr
-			if err := run.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- run.Wait(); close(exited) }()
+			stdin, stderr, exited := run.stdin, run.stderr, run.exited
 			stopFeed := make(chan struct{})
 			fed := make(chan []string, 1)
 			go func() { // about 1 MB/s: a part file rolls every quarter second
@@ -123,12 +113,7 @@ func TestUploadsAbortLiveJob(t *testing.T) {
 					}
 				}
 			}()
-			defer func() {
-				run.Process.Kill() // a no-op once it exited
-				for range exited {
-				}
-			}()
-			holder := fmt.Sprintf("pid %d", run.Process.Pid)
+			holder := fmt.Sprintf("pid %d", run.cmd.Process.Pid)
 			for i := range tc.aborts {
 				time.Sleep(time.Duration(300+rng.IntN(2000)) * time.Millisecond)
 				select {
@@ -172,6 +157,39 @@ func TestUploadsAbortLiveJob(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stdinRun is a filesink process started by startStdinRun.
+type stdinRun struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *syncBuffer
+	// exited receives the process's exit, then is closed.
+	exited chan error
+}
+
+// startStdinRun starts the CLI binary with args, its stdin a pipe the
+// test writes; the process is killed (after a SIGCONT) at the end of the
+// test if it still runs.
+func startStdinRun(t *testing.T, bin string, args ...string) *stdinRun {
+	t.Helper()
+	r := &stdinRun{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	var err error
+	if r.stdin, err = r.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	r.cmd.Stderr = r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.exited <- r.cmd.Wait(); close(r.exited) }()
+	t.Cleanup(func() {
+		r.cmd.Process.Signal(syscall.SIGCONT)
+		r.cmd.Process.Kill() // a no-op once it exited
+		for range r.exited {
+		}
+	})
+	return r
 }
 
 // TestXACommitNeedsDecision: `xa commit` without --state used to commit a
@@ -218,23 +236,10 @@ func TestXACommitNeedsDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The server may need a moment to detach a branch from its closed
-	// session.
-	resolve := func(args ...string) cliResult {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			r := cli(t, args...)
-			if r.code == 0 || time.Now().After(deadline) || !strings.Contains(r.stderr, "live session") {
-				return r
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	if r := resolve("xa", "commit", "--sink", sink, "--without-state", "--xid", xids[0]); r.code != 0 || !strings.Contains(r.stdout, "committed") {
+	if r := resolveXA(t, "xa", "commit", "--sink", sink, "--without-state", "--xid", xids[0]); r.code != 0 || !strings.Contains(r.stdout, "committed") {
 		t.Fatalf("xa commit --without-state: %v", r)
 	}
-	if r := resolve("xa", "rollback", "--sink", sink, "--state", state, "--xid", xids[1]); r.code != 0 || !strings.Contains(r.stdout, "rolled back") {
+	if r := resolveXA(t, "xa", "rollback", "--sink", sink, "--state", state, "--xid", xids[1]); r.code != 0 || !strings.Contains(r.stdout, "rolled back") {
 		t.Fatalf("xa rollback of an undecided branch with --state: %v", r)
 	}
 	if got := wcTotals(t, db.DB, table); len(got) != 1 || got["w0"] != 1 {
@@ -374,33 +379,16 @@ func TestPausedRunReportsLeaseLost(t *testing.T) {
 	sink := "s3://" + bucket + "/out"
 	flags := []string{"--s3-endpoint", srv.Endpoint(), "--s3-path-style"}
 	start := func(name string) (*exec.Cmd, *syncBuffer, chan error) {
-		cmd := exec.Command(bin, append([]string{"run", "--source", "-", "--sink", sink, "--checkpoint-interval", "100ms", "--progress", "off"}, flags...)...)
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr syncBuffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait(); close(exited) }()
+		r := startStdinRun(t, bin, append([]string{"run", "--source", "-", "--sink", sink, "--checkpoint-interval", "100ms", "--progress", "off"}, flags...)...)
 		go func() { // records until the process ends
 			for i := 0; ; i++ {
-				if _, err := fmt.Fprintf(stdin, `{"id":"%s-%d"}`+"\n", name, i); err != nil {
+				if _, err := fmt.Fprintf(r.stdin, `{"id":"%s-%d"}`+"\n", name, i); err != nil {
 					return
 				}
 				time.Sleep(time.Millisecond)
 			}
 		}()
-		t.Cleanup(func() {
-			cmd.Process.Signal(syscall.SIGCONT)
-			cmd.Process.Kill()
-			for range exited {
-			}
-		})
-		return cmd, &stderr, exited
+		return r.cmd, r.stderr, r.exited
 	}
 	a, aErr, aExited := start("a")
 	waitFor(t, "run a's first checkpoint", func() bool {
