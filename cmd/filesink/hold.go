@@ -59,7 +59,7 @@ func liveJobError(command, state, holder, what string) error {
 // (except in group mode, where a process that joins meanwhile is not
 // kept out, and with force).
 func holdJob(ctx context.Context, command, stateURI, what string, s3f *s3Flags, client *s3api.Client, force bool, stderr io.Writer) (*jobHold, error) {
-	holder, h, err := takeHold(ctx, command, stateURI, s3f, client)
+	holder, h, err := takeHold(ctx, command, stateURI, s3f, client, stderr)
 	if err != nil || holder == "" {
 		return h, err
 	}
@@ -70,8 +70,9 @@ func holdJob(ctx context.Context, command, stateURI, what string, s3f *s3Flags, 
 	return &jobHold{live: holder}, nil
 }
 
-// takeHold takes the state (h) or says who holds it (holder).
-func takeHold(ctx context.Context, command, stateURI string, s3f *s3Flags, client *s3api.Client) (holder string, h *jobHold, err error) {
+// takeHold takes the state (h) or says who holds it (holder). The S3
+// lease's wait for a holder's renewal is logged to stderr.
+func takeHold(ctx context.Context, command, stateURI string, s3f *s3Flags, client *s3api.Client, stderr io.Writer) (holder string, h *jobHold, err error) {
 	if !isS3(stateURI) {
 		dir, err := localPath(stateURI, "--state")
 		if err != nil {
@@ -99,7 +100,7 @@ func takeHold(ctx context.Context, command, stateURI string, s3f *s3Flags, clien
 			return "", nil, err
 		}
 	}
-	st, err := s3sink.NewStore(client, bucket, prefix, s3sink.WithLogger(slog.New(slog.DiscardHandler)), s3sink.WithLeaseHolder(command))
+	st, err := s3sink.NewStore(client, bucket, prefix, s3sink.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))), s3sink.WithLeaseHolder(command))
 	if err != nil {
 		return "", nil, err
 	}

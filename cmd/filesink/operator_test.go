@@ -129,7 +129,7 @@ func TestUploadsAbortLiveJob(t *testing.T) {
 					}
 				}
 				r := cli(t, append(args, flags...)...)
-				lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+				lines := errorLines(r.stderr) // the lease's wait may be logged too
 				if r.code != 1 || r.stdout != "" || len(lines) != 1 || !strings.Contains(lines[0], "is running") || !strings.Contains(lines[0], holder) {
 					t.Errorf("%s on a running job: want exit 1, nothing aborted, one line saying it is running (%s); got %v", strings.Join(args[:3], " "), holder, r)
 				}
@@ -413,12 +413,7 @@ func TestPausedRunReportsLeaseLost(t *testing.T) {
 	}
 	select {
 	case err := <-aExited:
-		var lines []string
-		for _, l := range strings.Split(aErr.String(), "\n") {
-			if strings.HasPrefix(l, "filesink: ") {
-				lines = append(lines, l)
-			}
-		}
+		lines := errorLines(aErr.String())
 		if err == nil || len(lines) != 1 || !strings.Contains(lines[0], "was taken over by another run") || !strings.Contains(lines[0], "lease lost") || !strings.Contains(lines[0], holder) {
 			t.Errorf("the paused run after the takeover: want a failure with one line saying the lease was lost to %s; got %v:\n%s", holder, err, lastLines(aErr.String(), 10))
 		} else {
@@ -433,6 +428,18 @@ func TestPausedRunReportsLeaseLost(t *testing.T) {
 	if err := <-bExited; err != nil {
 		t.Errorf("run b after SIGTERM: %v\n%s", err, lastLines(bErr.String(), 10))
 	}
+}
+
+// errorLines returns the lines of stderr that are errors or warnings of
+// the CLI ("filesink: ..."), without log lines.
+func errorLines(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "filesink: ") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // waitFor polls ok for up to 2 minutes.
