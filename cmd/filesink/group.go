@@ -55,8 +55,11 @@ func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[str
 	if err != nil {
 		return specError(err)
 	}
-	log.Info("done", "group", f.group.name, "lanes_run", res.Lanes, "records", res.Records,
-		"lanes_released", res.Released, "lanes_fenced", res.Fenced, "job_finished", res.Finished)
+	// records: what this process committed (its lanes' decided
+	// checkpoints); records_read may be more, when a lane stopped without
+	// a final checkpoint (its next owner reads the rest again).
+	log.Info("done", "group", f.group.name, "lanes_run", res.Lanes, "records", res.Committed, "records_read", res.Records,
+		"lane_checkpoints", res.Checkpoints, "lanes_released", res.Released, "lanes_fenced", res.Fenced, "job_finished", res.Finished)
 	return nil
 }
 
