@@ -208,3 +208,34 @@ func TestGroupDoneBounded(t *testing.T) {
 		}
 	}
 }
+
+var groupProgressRE = regexp.MustCompile(`\r(\d+) records \([0-9]+/s\), [0-9.]+ MiB \([0-9.]+ MiB/s\), (\d+) committed, (\d+) lane\(s\), (\d+) lane checkpoint\(s\)`)
+
+// TestGroupProgress: with --progress on, a group member draws the progress
+// line of its lanes together: the records they read and committed, the
+// lanes it runs and their checkpoints. The totals never go back, and the
+// last line, drawn at the end, counts every record of every lane.
+func TestGroupProgress(t *testing.T) {
+	j := newGroupJob(t, 3, 2000)
+	m := startMember(j.args(j.srv.Endpoint(), "--bounded", "--checkpoint-records", "500", "--checkpoint-interval", "100ms", "--progress", "on")...)
+	if code := m.wait(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, lastLines(m.stderr.String(), 40))
+	}
+	lines := groupProgressRE.FindAllStringSubmatch(m.stderr.String(), -1)
+	if len(lines) == 0 {
+		t.Fatalf("no progress line in group mode; stderr:\n%q", lastLines(m.stderr.String(), 20))
+	}
+	num := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	for i := 1; i < len(lines); i++ {
+		for _, k := range []int{1, 2, 4} { // records, committed, lane checkpoints
+			if num(lines[i][k]) < num(lines[i-1][k]) {
+				t.Errorf("progress went back: %q after %q", lines[i][0], lines[i-1][0])
+			}
+		}
+	}
+	t.Logf("%d progress lines, the last: %q", len(lines), lines[len(lines)-1][0])
+	last := lines[len(lines)-1]
+	if num(last[1]) != j.total || num(last[2]) != j.total || num(last[3]) != 0 || num(last[4]) < 3 {
+		t.Errorf("the last progress line %q: want %d records read and committed, no lane running, at least a checkpoint per lane", last[0], j.total)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -35,7 +36,7 @@ func (g *groupFlags) register(fs *flag.FlagSet) {
 
 // runGroup runs the job in group mode (--group): pipeline.Job checked
 // that its source is Kafka and its sink and state S3.
-func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[string]bool, log *slog.Logger, sig <-chan os.Signal) error {
+func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[string]bool, log *slog.Logger, stderr io.Writer, sig <-chan os.Signal) error {
 	cfg, err := f.groupConfig(ctx, spec, set, log)
 	if err != nil {
 		return err
@@ -51,7 +52,10 @@ func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[str
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cfg.Stop = stopOnSignal(ctx, cancel, sig, log)
+	prog := newProgress(stderr, f.progress, f.source)
+	cfg.Progress = prog.updateGroup
 	res, err := group.Run(ctx, *cfg)
+	prog.finish()
 	if err != nil {
 		return specError(err)
 	}
