@@ -239,3 +239,89 @@ func TestGroupProgress(t *testing.T) {
 		t.Errorf("the last progress line %q: want %d records read and committed, no lane running, at least a checkpoint per lane", last[0], j.total)
 	}
 }
+
+// groupCounters are the counters of a group member that must never go
+// back between two scrapes.
+var groupCounters = []string{
+	"filesink_source_records_total", "filesink_source_bytes_total", "filesink_sink_records_total", "filesink_sink_bytes_total",
+	"filesink_bad_records_total", "filesink_files_committed_total", "filesink_checkpoints_total", "filesink_commit_retries_total",
+	"filesink_checkpoint_duration_seconds_count", "filesink_lane_takeovers_total",
+}
+
+// TestGroupMetrics: the metrics of a group member running three lanes are
+// the process's, summed over the lanes: the records read equal every
+// record of every partition, the bad record of one lane is counted, every
+// lane's checkpoints count, and no counter ever goes back between scrapes,
+// through the handoff of every lane at SIGTERM too.
+func TestGroupMetrics(t *testing.T) {
+	j := newGroupJob(t, 3, 2000)
+	j.kc.MustProduce(t, "orders", 1, "not JSON")
+	j.total++
+	m := startMember(j.args(j.srv.Endpoint(), "--checkpoint-interval", "100ms", "--on-bad-record", "skip",
+		"--metrics-addr", "127.0.0.1:0", "--progress", "off")...)
+	addr := m.waitFor(t, metricsAddrRE)[1]
+
+	var last map[string]float64
+	check := func(v map[string]float64) {
+		t.Helper()
+		for _, name := range groupCounters {
+			if _, ok := v[name]; !ok {
+				t.Fatalf("%s is not exported", name)
+			}
+			if last != nil && v[name] < last[name] {
+				t.Errorf("%s went back from %v to %v", name, last[name], v[name])
+			}
+		}
+		last = v
+	}
+	// Until every record is in a sink and two more lane checkpoints
+	// completed.
+	var settled map[string]float64
+	base := -1.0
+	for deadline := time.Now().Add(time.Minute); settled == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lanes did not take every record within a minute; last scrape: %v\nlog:\n%s", last, lastLines(m.stderr.String(), 30))
+		}
+		v := scrape(t, addr)
+		check(v)
+		if v["filesink_sink_records_total"] < float64(j.total) || v["filesink_lanes_owned"] != 3 {
+			continue
+		}
+		if base < 0 {
+			base = v["filesink_checkpoints_total"]
+		}
+		if v["filesink_checkpoints_total"] >= base+2 {
+			settled = v
+		}
+	}
+	for name, want := range map[string]float64{
+		"filesink_source_records_total": float64(j.total),
+		"filesink_sink_records_total":   float64(j.total),
+		"filesink_bad_records_total":    1,
+		"filesink_lanes_owned":          3,
+		"filesink_lane_takeovers_total": 3,
+	} {
+		if settled[name] != want {
+			t.Errorf("%s = %v, want %v (summed over the 3 lanes)", name, settled[name], want)
+		}
+	}
+	if settled["filesink_checkpoints_total"] < 3 || settled["filesink_files_committed_total"] < 3 {
+		t.Errorf("checkpoints %v, files committed %v: want at least one per lane", settled["filesink_checkpoints_total"], settled["filesink_files_committed_total"])
+	}
+
+	// SIGTERM: every lane hands off; scrape until the server goes away.
+	m.sig <- os.Interrupt
+	for {
+		v, err := scrapeErr(addr)
+		if err != nil {
+			break
+		}
+		check(v)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, lastLines(m.stderr.String(), 40))
+	}
+	if n := j.outputRecords(t); n != j.total-1 {
+		t.Errorf("%d records in the output, want %d", n, j.total-1)
+	}
+}

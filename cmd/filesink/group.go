@@ -47,6 +47,7 @@ func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[str
 			return fmt.Errorf("run: --metrics-addr %s: %w", f.metricsAddr, err)
 		}
 		defer srv.Close()
+		log.Info("serving metrics", "addr", srv.Addr().String(), "paths", "/metrics /healthz /readyz")
 		f.groupMetrics(cfg)
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -108,6 +109,10 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 		return nil, err
 	}
 	j := &job{target: t, stateURI: stateURI}
+	if m := f.metrics; m != nil {
+		// The lanes' sinks report their bad records here (newWriter).
+		j.cfg.Events.BadRecord = m.BadRecord
+	}
 	partSize, _ := filesink.ParseSize(f.partSize) // checked by layout
 	policy := filesink.OnCheckpointPolicy{PartSize: partSize}
 	pool := filesink.NewBudgetPool(l.budget)
@@ -135,13 +140,14 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 }
 
 // groupMetrics feeds the metrics from the lanes: their events, their
-// pipelines' events and their sinks.
+// pipelines' events (a listener per lane run, whose totals add up) and
+// their sinks.
 func (f *runFlags) groupMetrics(cfg *group.Config) {
 	m := f.metrics
 	lanes := m.Lanes()
 	cfg.Events = &group.Events{Assigned: lanes.Assigned, Released: lanes.Released, Fenced: lanes.Fenced,
 		Stopped: lanes.Stopped, Committed: lanes.Committed}
-	cfg.Pipeline.Events = m.Events()
+	cfg.LaneEvents = func(group.Lane) pipeline.EventListener { return m.Events() }
 	newSinks := cfg.NewSinks
 	cfg.NewSinks = func(ctx context.Context, lane group.Lane) ([]pipeline.Sink, error) {
 		sinks, err := newSinks(ctx, lane)
