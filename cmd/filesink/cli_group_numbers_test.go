@@ -28,7 +28,8 @@ type groupJob struct {
 	bucket string
 	src    string
 	sink   string
-	total  int // records produced
+	total  int      // records produced
+	want   []string // the records newGroupJob produced
 }
 
 // newGroupJob makes a topic "orders" of parts partitions holding perPart
@@ -43,6 +44,7 @@ func newGroupJob(t *testing.T, parts, perPart int) *groupJob {
 		for i := range vals {
 			vals[i] = fmt.Sprintf(`{"id":"%d-%d"}`, p, i)
 		}
+		j.want = append(j.want, vals...)
 		j.kc.MustProduce(t, "orders", p, vals...)
 	}
 	j.total = parts * perPart
