@@ -118,7 +118,7 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 	pool := filesink.NewBudgetPool(l.budget)
 	cfg := &group.Config{
 		Kafka: kafka.GroupConfig{Config: kcfg, Name: f.group.name, SessionTimeout: f.group.session,
-			RebalanceTimeout: f.group.rebal, InstanceID: f.group.instanceID, Logger: log.With("group", f.group.name)},
+			RebalanceTimeout: f.group.rebal, InstanceID: f.group.instanceID, Logger: log}, // its lines name the group
 		State: st, Backend: backend, Prefix: f.prefix, Identity: id, Logger: log,
 		Output: t.backend, DeadLetter: t.dead,
 		NewSinks: func(_ context.Context, lane group.Lane) ([]pipeline.Sink, error) {
