@@ -60,6 +60,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Events, if set, are told of lane changes (for metrics).
 	Events *Events
+	// LaneEvents, if set, returns a listener for the pipeline of one lane
+	// run, beside Pipeline.Events (which all the lane runs share): one
+	// that keeps state of its own per run, such as totals it adds up over
+	// the runs. It is called on the lane's goroutine before its pipeline
+	// starts.
+	LaneEvents func(Lane) pipeline.EventListener
+	// Progress, if set, receives the process's totals over its lane runs
+	// after every change: every batch and checkpoint of a lane, and every
+	// lane started or stopped. The calls are serialized (never two at a
+	// time, never an older total after a newer one) and must not block.
+	Progress func(Progress)
 	// Hook, if set, is called at named points of a takeover and a handoff
 	// ("assign:acquired", "lane:swept", "revoke:stopped"):
 	// an error returned stops the lane as a crash there would (tests).
@@ -102,12 +113,14 @@ func LaneName(prefix string, id kafka.LaneID) string {
 
 // Result sums what one process did.
 type Result struct {
-	Lanes       int64  // lane runs (takeovers) of this process
-	Records     int64  // records read by its lanes
-	Checkpoints uint64 // lane checkpoints completed
-	Fenced      int64  // lanes stopped because another owner took them
-	Released    int64  // lanes handed off cleanly
-	Finished    bool   // bounded: every lane of the job is done
+	Lanes int64 // lane runs (takeovers) of this process
+	// Records is the number of records its lanes read, and Committed the
+	// number of records of the lane checkpoints it decided (see Progress).
+	Records, Committed int64
+	Checkpoints        uint64 // lane checkpoints completed
+	Fenced             int64  // lanes stopped because another owner took them
+	Released           int64  // lanes handed off cleanly
+	Finished           bool   // bounded: every lane of the job is done
 }
 
 // DefaultRebalanceTimeout bounds a handoff when Kafka.RebalanceTimeout is 0.
@@ -146,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &runner{cfg: cfg, lanes: map[kafka.LaneID]*lane{}, fatal: make(chan error, 1), laneDone: make(chan struct{}, 1),
-		joined: make(chan struct{}), runID: newRunID()}
+		joined: make(chan struct{}), runID: newRunID(), progress: &progress{report: cfg.Progress}}
 	r.host, _ = os.Hostname()
 	g, err := kafka.JoinGroup(ctx, cfg.Kafka, r)
 	if err == nil {
@@ -285,13 +298,14 @@ type runner struct {
 	mu    sync.Mutex
 	lanes map[kafka.LaneID]*lane
 
-	runs, records, fenced, released atomic.Int64
-	checkpoints                     atomic.Uint64
-	finished                        atomic.Bool
+	progress               *progress // the totals of the lane runs
+	runs, fenced, released atomic.Int64
+	finished               atomic.Bool
 }
 
 func (r *runner) result() Result {
-	return Result{Lanes: r.runs.Load(), Records: r.records.Load(), Checkpoints: r.checkpoints.Load(),
+	p := r.progress.get()
+	return Result{Lanes: r.runs.Load(), Records: p.Records, Committed: p.Committed, Checkpoints: uint64(p.Checkpoints),
 		Fenced: r.fenced.Load(), Released: r.released.Load(), Finished: r.finished.Load()}
 }
 

@@ -197,7 +197,14 @@ func (r *runner) runLane(ctx context.Context, l *lane, head *s3.LaneHead) {
 		r.fail(err)
 		return
 	}
+	count := newLaneCount(r.progress)
+	count.running(1)
+	defer count.running(-1)
 	cfg := r.cfg.Pipeline
+	cfg.Events = pipeline.TeeEventListener(cfg.Events, count.events())
+	if f := r.cfg.LaneEvents; f != nil {
+		cfg.Events = pipeline.TeeEventListener(cfg.Events, f(l.Lane))
+	}
 	cfg.Logger = log
 	cfg.Store = l.store
 	cfg.Sinks = sinks
@@ -220,10 +227,6 @@ func (r *runner) runLane(ctx context.Context, l *lane, head *s3.LaneHead) {
 		return nil
 	}
 	res, err := pipeline.Run(ctx, cfg)
-	r.records.Add(res.Records)
-	if res.Checkpoint > res.Restored {
-		r.checkpoints.Add(res.Checkpoint - res.Restored)
-	}
 	if err != nil {
 		r.laneFailed(ctx, l, err)
 		return

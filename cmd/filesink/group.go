@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -35,7 +36,7 @@ func (g *groupFlags) register(fs *flag.FlagSet) {
 
 // runGroup runs the job in group mode (--group): pipeline.Job checked
 // that its source is Kafka and its sink and state S3.
-func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[string]bool, log *slog.Logger, sig <-chan os.Signal) error {
+func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[string]bool, log *slog.Logger, stderr io.Writer, sig <-chan os.Signal) error {
 	cfg, err := f.groupConfig(ctx, spec, set, log)
 	if err != nil {
 		return err
@@ -46,17 +47,24 @@ func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[str
 			return fmt.Errorf("run: --metrics-addr %s: %w", f.metricsAddr, err)
 		}
 		defer srv.Close()
+		log.Info("serving metrics", "addr", srv.Addr().String(), "paths", "/metrics /healthz /readyz")
 		f.groupMetrics(cfg)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cfg.Stop = stopOnSignal(ctx, cancel, sig, log)
+	prog := newProgress(stderr, f.progress, f.source)
+	cfg.Progress = prog.updateGroup
 	res, err := group.Run(ctx, *cfg)
+	prog.finish()
 	if err != nil {
 		return specError(err)
 	}
-	log.Info("done", "group", f.group.name, "lanes_run", res.Lanes, "records", res.Records,
-		"lanes_released", res.Released, "lanes_fenced", res.Fenced, "job_finished", res.Finished)
+	// records: what this process committed (its lanes' decided
+	// checkpoints); records_read may be more, when a lane stopped without
+	// a final checkpoint (its next owner reads the rest again).
+	log.Info("done", "group", f.group.name, "lanes_run", res.Lanes, "records", res.Committed, "records_read", res.Records,
+		"lane_checkpoints", res.Checkpoints, "lanes_released", res.Released, "lanes_fenced", res.Fenced, "job_finished", res.Finished)
 	return nil
 }
 
@@ -101,12 +109,16 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 		return nil, err
 	}
 	j := &job{target: t, stateURI: stateURI}
+	if m := f.metrics; m != nil {
+		// The lanes' sinks report their bad records here (newWriter).
+		j.cfg.Events.BadRecord = m.BadRecord
+	}
 	partSize, _ := filesink.ParseSize(f.partSize) // checked by layout
 	policy := filesink.OnCheckpointPolicy{PartSize: partSize}
 	pool := filesink.NewBudgetPool(l.budget)
 	cfg := &group.Config{
 		Kafka: kafka.GroupConfig{Config: kcfg, Name: f.group.name, SessionTimeout: f.group.session,
-			RebalanceTimeout: f.group.rebal, InstanceID: f.group.instanceID, Logger: log.With("group", f.group.name)},
+			RebalanceTimeout: f.group.rebal, InstanceID: f.group.instanceID, Logger: log}, // its lines name the group
 		State: st, Backend: backend, Prefix: f.prefix, Identity: id, Logger: log,
 		Output: t.backend, DeadLetter: t.dead,
 		NewSinks: func(_ context.Context, lane group.Lane) ([]pipeline.Sink, error) {
@@ -128,13 +140,14 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 }
 
 // groupMetrics feeds the metrics from the lanes: their events, their
-// pipelines' events and their sinks.
+// pipelines' events (a listener per lane run, whose totals add up) and
+// their sinks.
 func (f *runFlags) groupMetrics(cfg *group.Config) {
 	m := f.metrics
 	lanes := m.Lanes()
 	cfg.Events = &group.Events{Assigned: lanes.Assigned, Released: lanes.Released, Fenced: lanes.Fenced,
 		Stopped: lanes.Stopped, Committed: lanes.Committed}
-	cfg.Pipeline.Events = m.Events()
+	cfg.LaneEvents = func(group.Lane) pipeline.EventListener { return m.Events() }
 	newSinks := cfg.NewSinks
 	cfg.NewSinks = func(ctx context.Context, lane group.Lane) ([]pipeline.Sink, error) {
 		sinks, err := newSinks(ctx, lane)

@@ -24,18 +24,27 @@ import (
 // histograms give NAME_count.
 func scrape(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	out, err := scrapeErr(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out
+}
+
+// scrapeErr is scrape, returning what went wrong.
+func scrapeErr(addr string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		t.Fatalf("/metrics: %s", resp.Status)
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
+		return nil, fmt.Errorf("/metrics does not parse: %w", err)
 	}
 	out := map[string]float64{}
 	for name, mf := range mfs {
@@ -58,7 +67,7 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 func httpGet(t *testing.T, url string) (int, string) {

@@ -274,7 +274,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	if spec.Group != "" {
 		warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink})
-		return f.runGroup(ctx, spec, set, log, sig)
+		return f.runGroup(ctx, spec, set, log, stderr, sig)
 	}
 	var job *job
 	switch spec.Kind() {

@@ -19,27 +19,39 @@ const (
 
 // partRef is one reference of a retained checkpoint record to staging data.
 type partRef struct {
+	lane        string // group mode: the lane ("orders/3") whose state holds the record; "" for one process
 	checkpoint  uint64
 	participant string
 	pending     bool // a committable waiting for its commit; false: an in-progress part
 	stats       *filesink.PartStats
 }
 
+// laneRecord is what a group-mode job's lane state holds: the lane's
+// newest checkpoint record, if it decided one.
+type laneRecord struct {
+	lane       string // "orders/3"
+	checkpoint uint64 // 0: none yet
+}
+
 // stagingRefs says which uploads and tail objects of an S3 sink the
-// retained checkpoint records at a state location reference.
+// retained checkpoint records at a state location reference: those of a
+// one-process job, or the newest record of each lane of a group-mode job.
 type stagingRefs struct {
 	state   string
 	ids     []uint64                 // the records read
+	lanes   []laneRecord             // group mode: the lane states read (ids is empty)
 	corrupt []*recovery.CorruptError // the records that could not be read
 	err     error                    // the records could not be read (or do not describe this sink)
 	uploads map[string][]partRef     // by upload id
 	tails   map[string][]partRef     // by tail object key
 }
 
-// readStagingRefs reads the retained checkpoint records at stateURI and
-// maps what their filesink participants reference in be. It never fails:
-// what it could not read is in err and corrupt, and makes the uploads and
-// tail objects that no record read references unknown.
+// readStagingRefs reads the retained checkpoint records at stateURI, or
+// for a group-mode job (an S3 state without job-wide records, with lane
+// states) the newest record of every lane, and maps what their filesink
+// participants reference in be. It never fails: what it could not read is
+// in err and corrupt, and makes the uploads and tail objects that no
+// record read references unknown.
 func readStagingRefs(ctx context.Context, stateURI string, s3f *s3Flags, t *target, be *s3sink.Backend) *stagingRefs {
 	r := &stagingRefs{state: stateURI, uploads: map[string][]partRef{}, tails: map[string][]partRef{}}
 	store, err := openStore(ctx, stateURI, s3f, t.client, false, nil)
@@ -52,14 +64,47 @@ func readStagingRefs(ctx context.Context, stateURI string, s3f *s3Flags, t *targ
 		r.err = err
 		return r
 	}
+	if ls, ok := store.(*s3sink.Store); ok && len(recs)+len(bad) == 0 {
+		heads, err := s3sink.ListLanes(ctx, ls)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		if len(heads) > 0 {
+			r.readLanes(heads, be)
+			return r
+		}
+	}
 	r.corrupt = bad
 	for _, c := range recs {
 		r.ids = append(r.ids, c.ID)
 	}
+	r.add(recs, "", be)
+	return r
+}
+
+// readLanes maps what the lane states heads reference.
+func (r *stagingRefs) readLanes(heads []*s3sink.LaneHead, be *s3sink.Backend) {
+	for _, h := range heads {
+		lr := laneRecord{lane: fmt.Sprintf("%s/%d", h.Topic, h.Partition)}
+		if c := h.Checkpoint; c != nil && len(c.Participants) > 0 {
+			lr.checkpoint = c.ID
+			if !r.add([]*recovery.Checkpoint{c}, lr.lane, be) {
+				return
+			}
+		}
+		r.lanes = append(r.lanes, lr)
+	}
+}
+
+// add maps what the filesink participants of recs reference in be, as
+// held by lane ("" for one process). It reports false, and sets r.err, if
+// a record does not describe this sink.
+func (r *stagingRefs) add(recs []*recovery.Checkpoint, lane string, be *s3sink.Backend) bool {
 	prs, err := filesink.PartRefs(recs)
 	if err != nil {
 		r.err = err
-		return r
+		return false
 	}
 	for _, p := range prs {
 		if p.DeadLetter {
@@ -67,16 +112,26 @@ func readStagingRefs(ctx context.Context, stateURI string, s3f *s3Flags, t *targ
 		}
 		st, err := be.Staged(p.Part)
 		if err != nil {
-			r.err = fmt.Errorf("checkpoint %d (%s) references a part file that is not this sink's (is %s this job's state?): %w", p.Checkpoint, p.Participant, stateURI, err)
-			return r
+			r.err = fmt.Errorf("%s (%s) references a part file that is not this sink's (is %s this job's state?): %w",
+				refName(lane, p.Checkpoint), p.Participant, r.state, err)
+			return false
 		}
-		ref := partRef{checkpoint: p.Checkpoint, participant: p.Participant, pending: p.Pending, stats: p.Stats}
+		ref := partRef{lane: lane, checkpoint: p.Checkpoint, participant: p.Participant, pending: p.Pending, stats: p.Stats}
 		r.uploads[st.UploadID] = append(r.uploads[st.UploadID], ref)
 		for _, k := range st.Tails {
 			r.tails[k] = append(r.tails[k], ref)
 		}
 	}
-	return r
+	return true
+}
+
+// refName names a checkpoint: "checkpoint 12", or "lane orders/3
+// checkpoint 12" for a lane's.
+func refName(lane string, id uint64) string {
+	if lane == "" {
+		return fmt.Sprintf("checkpoint %d", id)
+	}
+	return fmt.Sprintf("lane %s checkpoint %d", lane, id)
 }
 
 // unknown says why the records cannot tell that an upload they do not
@@ -91,6 +146,8 @@ func (r *stagingRefs) unknown(short bool) string {
 		return "corrupt checkpoint record"
 	case len(r.corrupt) > 0:
 		return fmt.Sprintf("corrupt checkpoint record %s may reference it", r.corrupt[len(r.corrupt)-1].File)
+	case len(r.lanes) > 0:
+		return "" // every lane's newest record is read
 	case len(r.ids) == 0 && short:
 		return "no checkpoint record"
 	case len(r.ids) == 0:
@@ -101,8 +158,18 @@ func (r *stagingRefs) unknown(short bool) string {
 
 // summary is the first line of a listing: which records were read.
 func (r *stagingRefs) summary() string {
-	if why := r.unknown(false); r.err != nil || len(r.ids) == 0 {
+	if why := r.unknown(false); why != "" && (r.err != nil || len(r.ids) == 0) {
 		return why + ": uploads and tail objects are taken as referenced"
+	}
+	if len(r.lanes) > 0 {
+		lanes := make([]string, len(r.lanes))
+		for i, l := range r.lanes {
+			lanes[i] = l.lane + " checkpoint " + fmt.Sprint(l.checkpoint)
+			if l.checkpoint == 0 {
+				lanes[i] = l.lane + " (no checkpoint yet)"
+			}
+		}
+		return fmt.Sprintf("group mode: the newest checkpoint record of each of the %d lane(s) in %s: %s", len(r.lanes), r.state, strings.Join(lanes, ", "))
 	}
 	ids := make([]string, len(r.ids))
 	for i, id := range r.ids {
@@ -140,17 +207,20 @@ func (r *stagingRefs) needs(refs []partRef) (string, bool) {
 	return "", false
 }
 
-// refsText groups refs by participant and kind: "checkpoints 11, 12
-// (filesink/0, in progress); checkpoint 12 (filesink/0, pending commit)".
+// refsText groups refs by lane, participant and kind: "checkpoints 11, 12
+// (filesink/0, in progress); checkpoint 12 (filesink/0, pending commit)",
+// or in group mode "lane orders/3 checkpoint 12 (filesink/0, pending
+// commit)".
 func refsText(refs []partRef) string {
 	type group struct {
+		lane        string
 		participant string
 		pending     bool
 	}
 	var order []group
 	ids := map[group][]string{}
 	for _, ref := range refs {
-		g := group{ref.participant, ref.pending}
+		g := group{ref.lane, ref.participant, ref.pending}
 		if _, ok := ids[g]; !ok {
 			order = append(order, g)
 		}
@@ -161,6 +231,9 @@ func refsText(refs []partRef) string {
 		word := "checkpoint"
 		if len(ids[g]) > 1 {
 			word = "checkpoints"
+		}
+		if g.lane != "" {
+			word = "lane " + g.lane + " " + word
 		}
 		kind := "in progress"
 		if g.pending {

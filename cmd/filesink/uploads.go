@@ -22,11 +22,14 @@ uploads (abort: --upload-id ID for one, --all for every listed one).
 The recovery sweep of "filesink run" aborts orphans by itself: uploads and
 tail objects of this sink that no retained checkpoint record references.
 Both commands read the job's checkpoint records (--state, default
-s3://BUCKET/PREFIX/_filesink): list says for each upload and tail object
-which checkpoint references it ("referenced by checkpoint 12 (filesink/0,
-in progress)") or "unreferenced"; abort refuses an upload that a retained
-checkpoint references, since aborting it loses that part file's records
-(the next run then fails with a data-loss error), unless --force is given.
+s3://BUCKET/PREFIX/_filesink; for a job run with --group, the newest record
+in each lane's state): list says for each upload and tail object which
+checkpoint references it ("referenced by checkpoint 12 (filesink/0, in
+progress)"; in group mode "referenced by lane orders/3 checkpoint 12
+(filesink/0, pending commit)") or "unreferenced"; abort refuses an upload
+that a retained checkpoint references, since aborting it loses that part
+file's records (the next run then fails with a data-loss error), unless
+--force is given.
 When the records cannot tell (the state cannot be read, holds no record,
 or a record is corrupt), every upload they do not reference is "unknown"
 and taken as referenced. abort --all aborts the unreferenced uploads and

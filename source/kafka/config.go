@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -92,8 +93,10 @@ type Config struct {
 	TLS *TLSConfig
 	// SASL, if not nil, authenticates with SASL.
 	SASL *SASLConfig
-	// Logger, if not nil, receives the Kafka client's log at Info level
-	// and above.
+	// Logger, if not nil, receives the Kafka client's log: its internals
+	// (connections, group joins, heartbeats, rebalances) at Debug level,
+	// its warnings and errors at Warn and Error, but for those about a
+	// group session it rejoins by itself (Debug).
 	Logger *slog.Logger
 
 	// probeInterval overrides defaultProbeInterval (tests).
@@ -354,22 +357,69 @@ func (t *TLSConfig) build() (*tls.Config, error) {
 	return tc, nil
 }
 
-// slogLogger adapts a *slog.Logger to kgo.Logger at Info level.
+// slogLogger adapts a *slog.Logger to kgo.Logger. What the Kafka client
+// logs at its Info level are its internals (connections, metadata, group
+// joins, heartbeats, rebalances, partitions assigned): they go to Debug,
+// where the group's own log (lanes assigned, revoked, lost) says once per
+// rebalance what they meant for the job. The client's warnings and errors
+// stay warnings and errors, but for those about a group session that ended
+// and that it rejoins by itself (a rebalance, a member generation gone
+// stale) and about its own shutdown: Debug too. The client's Debug level
+// (every request) is never asked for.
 type slogLogger struct{ l *slog.Logger }
 
-func (s slogLogger) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+// Level is the most detailed level the client is to log: Info when the
+// logger takes Debug, else Warn (the client does not format what would be
+// dropped).
+func (s slogLogger) Level() kgo.LogLevel {
+	if s.l.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelInfo
+	}
+	return kgo.LogLevelWarn
+}
 
+// Log logs one message of the client. Safe for concurrent use.
 func (s slogLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	var l slog.Level
-	switch level {
-	case kgo.LogLevelError:
+	l := slog.LevelDebug
+	switch {
+	case level != kgo.LogLevelError && level != kgo.LogLevelWarn:
+	case routineClientErr(keyvals):
+	case level == kgo.LogLevelError:
 		l = slog.LevelError
-	case kgo.LogLevelWarn:
-		l = slog.LevelWarn
-	case kgo.LogLevelInfo:
-		l = slog.LevelInfo
 	default:
-		l = slog.LevelDebug
+		l = slog.LevelWarn
 	}
 	s.l.Log(context.Background(), l, "kafka: "+msg, keyvals...)
+}
+
+// routineClientErr reports whether the "err" of a client message is one
+// the client recovers from by itself without any effect on the job beyond
+// what the group logs: the end of a group session (a rebalance, a
+// generation or member id gone stale, a coordinator that moved), or the
+// client's own shutdown.
+func routineClientErr(keyvals []any) bool {
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		if k, ok := keyvals[i].(string); !ok || k != "err" {
+			continue
+		}
+		err, ok := keyvals[i+1].(error)
+		if !ok {
+			return false
+		}
+		return rejoinErr(err) || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed)
+	}
+	return false
+}
+
+// rejoinErr reports whether err ended a group session in a way that a new
+// join of the group settles: the member goes on with the partitions it is
+// assigned then.
+func rejoinErr(err error) bool {
+	for _, ke := range []*kerr.Error{kerr.RebalanceInProgress, kerr.IllegalGeneration, kerr.UnknownMemberID, kerr.MemberIDRequired,
+		kerr.FencedMemberEpoch, kerr.StaleMemberEpoch, kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.CoordinatorLoadInProgress} {
+		if errors.Is(err, ke) {
+			return true
+		}
+	}
+	return false
 }

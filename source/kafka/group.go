@@ -85,8 +85,9 @@ type GroupConfig struct {
 	// partitions move only after the session timeout.
 	InstanceID string
 	// Logger receives the group's events (lanes assigned, revoked, lost;
-	// session errors) and, if Config.Logger is nil, the Kafka client's
-	// log at Info level and above. Nil: discard.
+	// session errors), once per rebalance, and, if Config.Logger is nil,
+	// the Kafka client's log (see Config.Logger: its internals at Debug
+	// level). Nil: discard.
 	Logger *slog.Logger
 
 	// laneRecords and laneBytes override DefaultLaneRecords and

@@ -137,6 +137,10 @@ func (g *Group) pollError(ctx context.Context, fs kgo.Fetches) error {
 			}
 		case fatalGroupErr(fe.Err):
 			return fmt.Errorf("kafka: group %s on brokers %s: %w", g.cfg.Name, strings.Join(g.v.Brokers, ","), fe.Err)
+		case rejoinErr(fe.Err):
+			// A rebalance or a stale generation: the lanes it took are
+			// logged as lost (release).
+			g.log.Info("kafka: group session ended; rejoining", "group", g.cfg.Name, "err", fe.Err)
 		default:
 			g.log.Warn("kafka: group session error; rejoining", "group", g.cfg.Name, "err", fe.Err)
 		}

@@ -11,6 +11,12 @@
 // per partition). Nothing here changes what the job does: wrappers
 // forward every call and its result unchanged.
 //
+// In group mode a process runs one pipeline per lane, and a lane runs
+// again after every takeover: each lane run gets a listener of its own
+// (Metrics.Events), the counters are the sums over every lane run of the
+// process and never go back, the sinks of a lane run that ended keep
+// their totals and leave the gauges, and [Lanes] adds the lane metrics.
+//
 // # Concurrency
 //
 // Every method of Metrics is safe for concurrent use; the feeding methods

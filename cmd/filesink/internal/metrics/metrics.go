@@ -27,15 +27,17 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Metrics is the instrumentation of one job run: a Prometheus registry of
-// its own (never the global one) and the functions that feed it, to be
-// plugged into the run's extension points:
+// Metrics is the instrumentation of one job run of a process: a
+// Prometheus registry of its own (never the global one) and the functions
+// that feed it, to be plugged into the run's extension points:
 //
 //   - [Metrics.Events] into pipeline.Config.Events (checkpoint and phase
 //     durations, progress, end of recovery, orphans swept, failed commit
-//     attempts),
-//   - [Metrics.WrapSink] around each pipeline.Sink,
-//   - [Metrics.WrapKafka] around a Kafka source.
+//     attempts): one listener per pipeline run (in group mode, per lane
+//     run), whose totals add up;
+//   - [Metrics.WrapSink] around each pipeline.Sink;
+//   - [Metrics.WrapKafka] around a Kafka source;
+//   - [Metrics.Lanes] for the lane events of group mode.
 //
 // Every method is safe for concurrent use; none blocks.
 type Metrics struct {
@@ -44,8 +46,8 @@ type Metrics struct {
 	interval time.Duration
 	stale    int
 
-	inRecords, inBytes atomic.Int64 // pipeline.Progress totals
-	checkpoints        atomic.Int64 // completed in this run
+	inRecords, inBytes atomic.Int64 // pipeline.Progress totals, summed over the pipeline runs
+	checkpoints        atomic.Int64 // completed in this run, by every pipeline run
 	retries            atomic.Int64
 	bad                atomic.Int64 // BadRecord events
 	orphans            [numKinds]atomic.Int64
@@ -53,14 +55,20 @@ type Metrics struct {
 	ckptDuration  prometheus.Histogram
 	phaseDuration *prometheus.HistogramVec
 
+	direct *pipelineRun // the run of Metrics.Progress
+
 	mu        sync.Mutex
 	sinks     []*sinkStats
+	retired   sinkTotals // of the sinks closed: no longer in sinks
 	kafka     []*kafkaSource
 	recovered bool
 	lastID    uint64
 	lastAt    time.Time // completion of checkpoint lastID in this run
-	done      bool
-	start     time.Time
+	// live counts the pipeline runs that reported progress and no final
+	// checkpoint yet; done: some did, and none is live.
+	live  int
+	done  bool
+	start time.Time
 }
 
 // orphan kinds, the "kind" label of filesink_orphans_swept_total.
@@ -91,6 +99,7 @@ func New(opts Options) *Metrics {
 		m.stale = 3
 	}
 	m.start = m.now()
+	m.direct = &pipelineRun{m: m}
 	m.ckptDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "filesink_checkpoint_duration_seconds",
 		Help:    "Time from a checkpoint's barrier to the end of its phase 2 (its records are published and old records pruned).",
@@ -174,20 +183,25 @@ func (m *Metrics) ageLocked() time.Duration {
 // gather it.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
+// sumSinks sums f over the sinks, those closed included.
 func (m *Metrics) sumSinks(f func(*sinkStats) int64) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var n int64
+	n := f(m.retired.stats())
 	for _, s := range m.sinks {
 		n += f(s)
 	}
 	return float64(n)
 }
 
-// Events returns the listener that feeds the metrics: plug it into
-// pipeline.Config.Events (beside other listeners, with
-// pipeline.TeeEventListener).
+// Events returns a listener that feeds the metrics from one pipeline run:
+// plug it into pipeline.Config.Events (beside other listeners, with
+// pipeline.TeeEventListener). Each call returns the listener of another
+// run, whose totals (records and bytes read, checkpoints completed) add to
+// those of the others: give each run its own, such as each lane run in
+// group mode, and the counters are the process's, never going back.
 func (m *Metrics) Events() pipeline.EventListener {
+	r := &pipelineRun{m: m}
 	return pipeline.EventListener{
 		EventListener: committer.EventListener{
 			Phase1Done: func(i committer.Phase1Info) {
@@ -205,10 +219,14 @@ func (m *Metrics) Events() pipeline.EventListener {
 				m.mu.Unlock()
 			},
 		},
-		Progress:  m.Progress,
-		BadRecord: func(pipeline.BadRecordInfo) { m.bad.Add(1) },
+		Progress:  r.progress,
+		BadRecord: m.BadRecord,
 	}
 }
+
+// BadRecord counts a record sent to a dead-letter output (the BadRecord
+// of every listener Events returns).
+func (m *Metrics) BadRecord(pipeline.BadRecordInfo) { m.bad.Add(1) }
 
 // committed times a checkpoint whose phase 2 completed.
 func (m *Metrics) committed(i committer.CommittedInfo) {
@@ -227,16 +245,46 @@ func (m *Metrics) swept(i committer.SweptInfo) {
 	}
 }
 
-// Progress records a pipeline.Progress (Events includes it).
-func (m *Metrics) Progress(p pipeline.Progress) {
-	m.inRecords.Store(p.Records)
-	m.inBytes.Store(p.Bytes)
-	if p.Checkpoints == m.checkpoints.Load() {
+// Progress records a pipeline.Progress of a run of its own, apart from
+// those of the listeners of Events (each of which includes its run's).
+func (m *Metrics) Progress(p pipeline.Progress) { m.direct.progress(p) }
+
+// pipelineRun is the progress of one pipeline run, whose increments it adds
+// to the metrics' totals.
+type pipelineRun struct {
+	m *Metrics
+
+	mu      sync.Mutex
+	last    pipeline.Progress
+	started bool
+}
+
+// progress adds what changed since the run's last Progress. The calls of
+// one run come from its goroutine, in order.
+func (r *pipelineRun) progress(p pipeline.Progress) {
+	m := r.m
+	r.mu.Lock()
+	last, first := r.last, !r.started
+	r.last, r.started = p, true
+	r.mu.Unlock()
+	m.inRecords.Add(p.Records - last.Records)
+	m.inBytes.Add(p.Bytes - last.Bytes)
+	ended := p.Done && !last.Done
+	if p.Checkpoints == last.Checkpoints && !first && !ended {
 		return
 	}
-	m.checkpoints.Store(p.Checkpoints)
+	m.checkpoints.Add(p.Checkpoints - last.Checkpoints)
 	m.mu.Lock()
-	m.lastID, m.lastAt, m.done = p.Checkpoint, m.now(), p.Done
+	if first {
+		m.live++
+	}
+	if ended {
+		m.live--
+	}
+	if p.Checkpoints != last.Checkpoints {
+		m.lastID, m.lastAt = p.Checkpoint, m.now()
+	}
+	m.done = m.live == 0 && (ended || m.done)
 	m.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,38 @@ type sinkStats struct {
 	committed, rolledBack, acked, dropped func() int64
 }
 
+// sinkTotals are the figures of the sinks that were closed (a lane run
+// that ended, in group mode): their counters still count, their open part
+// files and pending committables no longer are this process's.
+type sinkTotals struct {
+	records, bytes, committed, rolledBack, acked, dropped int64
+}
+
+// retire adds the final figures of st, whose sink is closed, to t.
+func (t *sinkTotals) retire(st *sinkStats) {
+	t.records += st.records.Load()
+	t.bytes += st.bytes.Load()
+	t.committed += st.committed()
+	t.rolledBack += st.rolledBack()
+	t.acked += st.acked()
+	t.dropped += st.dropped()
+}
+
+// stats returns t as the figures of one closed sink.
+func (t *sinkTotals) stats() *sinkStats {
+	st := &sinkStats{
+		committed:  constant(t.committed),
+		rolledBack: constant(t.rolledBack),
+		acked:      constant(t.acked),
+		dropped:    constant(t.dropped),
+	}
+	st.records.Store(t.records)
+	st.bytes.Store(t.bytes)
+	return st
+}
+
+func constant(n int64) func() int64 { return func() int64 { return n } }
+
 func zero() int64 { return 0 }
 
 // orZero returns f, or zero when f is nil.
@@ -38,8 +71,9 @@ func orZero(f func() int64) func() int64 {
 // part files, its pending committables and its failed commit attempts,
 // and the totals of s.Counters. The wrapper keeps s's name and behaviour,
 // including whether it overlaps checkpoints with the next records, and
-// returns s's Counters as its own.
-// Call it before the run starts.
+// returns s's Counters as its own. Once the wrapper is closed, s's totals
+// still count and its open part files and pending committables no longer
+// do (a lane run that ended). Call it before the run starts.
 func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
 	c := s.Counters()
 	st := &sinkStats{
@@ -156,6 +190,28 @@ func (s *sink) Restore(ctx context.Context, state json.RawMessage) error {
 	}
 	s.sample()
 	return err
+}
+
+// Close closes the wrapped sink. Its totals stay in the metrics; its open
+// part files and pending committables leave the gauges: whatever it left
+// is for the next run (in group mode, the lane's next owner) to publish or
+// sweep.
+func (s *sink) Close() error {
+	err := s.Sink.Close()
+	s.m.retire(s.st)
+	return err
+}
+
+// retire moves the figures of a closed sink to the retired totals.
+func (m *Metrics) retire(st *sinkStats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := slices.Index(m.sinks, st)
+	if i < 0 {
+		return // closed twice
+	}
+	m.sinks = slices.Delete(m.sinks, i, i+1)
+	m.retired.retire(st)
 }
 
 func (s *sink) Sweep(ctx context.Context, retained []*recovery.Checkpoint) (committer.Swept, error) {
