@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -82,6 +83,40 @@ func startMember(args ...string) *member {
 	go func() {
 		m.done <- runMain(context.Background(), args, strings.NewReader(""), &m.stdout, &m.stderr, m.sig)
 	}()
+	return m
+}
+
+// startMemberProc runs the filesink binary with args as a process of its
+// own: a member whose process is gone once it exited, as the admin
+// commands see a member of another process. Signals sent to sig reach it.
+func startMemberProc(t *testing.T, bin string, args ...string) *member {
+	t.Helper()
+	m := &member{sig: make(chan os.Signal, 2), done: make(chan int, 1)}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &m.stdout, &m.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+		m.done <- cmd.ProcessState.ExitCode()
+	}()
+	go func() {
+		for {
+			select {
+			case s := <-m.sig:
+				cmd.Process.Signal(s)
+			case <-exited:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
 	return m
 }
 

@@ -43,7 +43,9 @@ func TestGroupUploadsLaneRefs(t *testing.T) {
 	// Held, then answered 409 without reaching MinIO: the part files'
 	// uploads stay open.
 	held := p.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.CompleteMultipartUpload}, Action: faultproxy.Conflict, Gate: gate})
-	m := startMember(j.args(p.URL(), "--bounded", "--checkpoint-records", "500", "--checkpoint-interval", "-1s",
+	// A process of its own: once it exited, its lanes have no live
+	// owner, and uploads abort does not take them for a running job's.
+	m := startMemberProc(t, buildCLI(t), j.args(p.URL(), "--bounded", "--checkpoint-records", "500", "--checkpoint-interval", "-1s",
 		"--rebalance-timeout", "2s", "--progress", "off")...)
 	for deadline := time.Now().Add(time.Minute); p.Fired(held) < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
