@@ -79,7 +79,7 @@ func (d *Dir) checkBefore(ctx context.Context, i int, then *beforePos, bad func(
 		delete(want, e.path)
 		o, changed := was[e.path]
 		if !changed {
-			problems = append(problems, inputChange{k, "added after the checkpoint", fmt.Sprintf(
+			problems = append(problems, inputChange{idx: k, added: true, head: "added after the checkpoint", tail: fmt.Sprintf(
 				", but sorts before the checkpoint's file %s, so it would never be read "+
 					"(rename it to sort after %s to have it read, or start its name with '_' to skip it)", d.files[i], d.files[i])})
 			continue
@@ -98,7 +98,7 @@ func (d *Dir) checkBefore(ctx context.Context, i int, then *beforePos, bad func(
 	if n := len(problems) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more %s)", n, plural(n, "file", "files"))
 		for _, q := range problems {
-			if q.head != "added after the checkpoint" {
+			if !q.added {
 				more = fmt.Sprintf(" (and %d more %s changed or added)", n, plural(n, "file", "files"))
 				break
 			}
@@ -107,10 +107,12 @@ func (d *Dir) checkBefore(ctx context.Context, i int, then *beforePos, bad func(
 	return &InputChangedError{Input: d.names[p.idx], Reason: p.head + more + p.tail}
 }
 
-// inputChange is what changed of files[idx]: the reason is head, then the
-// number of other files changed, if any, then tail.
+// inputChange is what changed of files[idx] (added: it was added): the
+// reason is head, then the number of other files changed, if any, then
+// tail.
 type inputChange struct {
 	idx        int
+	added      bool
 	head, tail string
 }
 
