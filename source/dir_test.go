@@ -2,6 +2,8 @@ package source_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,7 +118,8 @@ func TestDirLines(t *testing.T) {
 }
 
 // TestDirResumeEverywhere reads k records, takes the position, reopens with
-// it and checks that the rest equals the tail of a full read, for every k.
+// it and checks that the rest equals the tail of a full read, for every k;
+// the position holds the head of its file, whatever the buffer size.
 func TestDirResumeEverywhere(t *testing.T) {
 	dir, want := makeTree(t)
 	for _, bs := range []int{16, 1 << 20} {
@@ -126,6 +129,9 @@ func TestDirResumeEverywhere(t *testing.T) {
 			pos, err := d.Position()
 			if err != nil {
 				t.Fatal(err)
+			}
+			if k > 0 {
+				checkHead(t, dir, pos)
 			}
 			d.Close()
 			r := openDir(t, dir, pos, source.WithBufferSize(bs))
@@ -159,28 +165,67 @@ func TestDirResumeChain(t *testing.T) {
 	equalRecs(t, "chain", got, want)
 }
 
-// setText matches the summary of the files before a position's file.
-var setText = regexp.MustCompile(`"set":"[A-Za-z0-9+/]+"`)
+// setText matches the summary of the files before a position's file,
+// headText the fingerprint of the first bytes of its file.
+var (
+	setText  = regexp.MustCompile(`"read":"[A-Za-z0-9+/]+"`)
+	headText = regexp.MustCompile(`"head":"[0-9a-f]{16}"`)
+)
 
-// shortPos is a position with its summary of files written "S".
-func shortPos(pos []byte) string { return setText.ReplaceAllString(string(pos), `"set":"S"`) }
+// shortPos is a position with its summary of files written "S" and its
+// head "H".
+func shortPos(pos []byte) string {
+	return headText.ReplaceAllString(setText.ReplaceAllString(string(pos), `"read":"S"`), `"head":"H"`)
+}
+
+// headOf is the head a position in file name at offset off holds: the
+// first 8 bytes, little-endian, of the SHA-256 of the file's first
+// min(off, 4096) bytes, in hexadecimal.
+func headOf(t testing.TB, name string, off int64) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b[:min(off, 4096)])
+	return fmt.Sprintf("%016x", binary.LittleEndian.Uint64(h[:8]))
+}
+
+// checkHead checks that pos holds the head of its file (under dir).
+func checkHead(t testing.TB, dir string, pos []byte) {
+	t.Helper()
+	var p struct {
+		File   string
+		Offset int64
+		Head   string
+	}
+	if err := json.Unmarshal(pos, &p); err != nil {
+		t.Fatal(err)
+	}
+	if want := headOf(t, filepath.Join(dir, filepath.FromSlash(p.File)), p.Offset); p.Head != want {
+		t.Errorf("position %s: head %q, want %q", pos, p.Head, want)
+	}
+}
 
 func TestDirPositionFormat(t *testing.T) {
 	dir, _ := makeTree(t)
 	d := openDir(t, dir, nil)
 	for _, want := range []string{
 		`{"file":"","offset":0,"line":0}`,
-		`{"file":"a-b.txt","offset":5,"line":1,"before":{"files":0}}`,
-		`{"file":"a.txt","offset":4,"line":1,"before":{"files":1,"set":"S"}}`,
-		`{"file":"a.txt","offset":8,"line":2,"before":{"files":1,"set":"S"}}`,
-		`{"file":"a/x.txt","offset":4,"line":1,"before":{"files":2,"set":"S"}}`,
-		`{"file":"a/x.txt","offset":8,"line":2,"before":{"files":2,"set":"S"}}`,
-		`{"file":"a/x.txt","offset":12,"line":4,"before":{"files":2,"set":"S"}}`,
-		`{"file":"b/c/d.txt","offset":5,"line":3,"before":{"files":3,"set":"S"}}`,
+		`{"file":"a-b.txt","offset":5,"line":1,"head":"H","before":{"files":0}}`,
+		`{"file":"a.txt","offset":4,"line":1,"head":"H","before":{"files":1,"read":"S"}}`,
+		`{"file":"a.txt","offset":8,"line":2,"head":"H","before":{"files":1,"read":"S"}}`,
+		`{"file":"a/x.txt","offset":4,"line":1,"head":"H","before":{"files":2,"read":"S"}}`,
+		`{"file":"a/x.txt","offset":8,"line":2,"head":"H","before":{"files":2,"read":"S"}}`,
+		`{"file":"a/x.txt","offset":12,"line":4,"head":"H","before":{"files":2,"read":"S"}}`,
+		`{"file":"b/c/d.txt","offset":5,"line":3,"head":"H","before":{"files":3,"read":"S"}}`,
 	} {
 		pos, err := d.Position()
 		if err != nil || shortPos(pos) != want {
 			t.Fatalf("Position() = %s, %v; want %s", pos, err, want)
+		}
+		if want != `{"file":"","offset":0,"line":0}` {
+			checkHead(t, dir, pos)
 		}
 		if _, err := d.Next(context.Background()); err != nil {
 			t.Fatal(err)
@@ -191,8 +236,10 @@ func TestDirPositionFormat(t *testing.T) {
 	if _, err := d.Next(context.Background()); !errors.Is(err, source.ErrClosed) {
 		t.Fatalf("Next after Close: %v, want ErrClosed", err)
 	}
-	if pos, err := d.Position(); err != nil || shortPos(pos) != `{"file":"cr-inside.txt","offset":4,"line":1,"before":{"files":4,"set":"S"}}` {
+	if pos, err := d.Position(); err != nil || shortPos(pos) != `{"file":"cr-inside.txt","offset":4,"line":1,"head":"H","before":{"files":4,"read":"S"}}` {
 		t.Fatalf("Position after Close = %s, %v", pos, err)
+	} else {
+		checkHead(t, dir, pos)
 	}
 	if err := d.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
@@ -204,9 +251,10 @@ func TestDirResumeAtEnd(t *testing.T) {
 	d := openDir(t, dir, nil)
 	readAll(t, d)
 	pos, _ := d.Position()
-	if shortPos(pos) != `{"file":"z.txt","offset":4,"line":1,"before":{"files":8,"set":"S"}}` {
+	if shortPos(pos) != `{"file":"z.txt","offset":4,"line":1,"head":"H","before":{"files":8,"read":"S"}}` {
 		t.Fatalf("final position %s", pos)
 	}
+	checkHead(t, dir, pos)
 	r := openDir(t, dir, pos)
 	if got := readAll(t, r); len(got) != 0 {
 		t.Fatalf("resume at the end read %q", got)
@@ -472,8 +520,8 @@ func TestDirSingleFile(t *testing.T) {
 		t.Errorf("Describe() = %q", d.Describe())
 	}
 	pos, _ := d.Position()
-	if string(pos) != `{"file":"x.txt","offset":12,"line":4,"before":{"files":0}}` {
-		t.Errorf("Position() = %s", pos)
+	if want := `{"file":"x.txt","offset":12,"line":4,"head":"` + headOf(t, name, 12) + `","before":{"files":0}}`; string(pos) != want {
+		t.Errorf("Position() = %s, want %s", pos, want)
 	}
 }
 

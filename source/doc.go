@@ -22,20 +22,25 @@
 // record reaches the output exactly once.
 //
 // A position is opaque to the caller: a small JSON object whose shape
-// belongs to the kind of source ({"file","offset","line","before"} for
+// belongs to the kind of source ({"file","offset","line","head","before"} for
 // Dir, {"next"} for Generator). A malformed position is an error matching
-// [ErrBadPosition]. A position that no longer matches the input (the file it
-// names is gone or shorter, a file was added that sorts before it, the
-// generator's count is smaller) is an [*InputChangedError], never a silent
-// restart: resuming over changed input would lose or duplicate records.
+// [ErrBadPosition]. A position that no longer matches the input (the file
+// it names is gone, shorter or rewritten, a file was added that sorts
+// before it, one read before it changed, the generator's count is
+// smaller) is an [*InputChangedError], never a silent restart: resuming
+// over changed input would lose or duplicate records.
 //
 // Replay is only as exact as the input is stable. Dir assumes that the
 // files a checkpoint covers are complete and are not rewritten: it reads
 // each file to its end at the time it gets there, so a last line still
-// being written is read as a (partial) record. Appending whole lines to a
-// file is safe: a later run resumes after the checkpointed line and reads
-// them. Generator output depends only on its configuration and is stable
-// across Go versions.
+// being written is read as a (partial) record. Appending whole lines to
+// the checkpoint's file, or to a file after it, is safe: a later run
+// resumes after the checkpointed line and reads them. A file before it
+// was read to its end: lines appended to it would never be read, so a
+// resume that finds it grown, shrunk or rewritten (by its size and its
+// first 4 KiB) fails with an [*InputChangedError] naming it. Generator
+// output depends only on its configuration and is stable across Go
+// versions.
 //
 // # Not replayable sources
 //

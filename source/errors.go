@@ -12,8 +12,10 @@ import (
 // returned as they are, never wrapped.
 var (
 	// ErrInputChanged means the input no longer matches a checkpoint
-	// position: the file named in the position is gone or shorter than the
-	// recorded offset, or the generator's count is below the position.
+	// position: the file named in the position is gone, shorter than the
+	// recorded offset or rewritten, a file that sorts before it was added,
+	// or changed after it was read to its end, or the generator's count is
+	// below the position.
 	// Replaying would lose or duplicate records, so the source refuses to
 	// open. The concrete error is an *InputChangedError.
 	ErrInputChanged = errors.New("source: input changed since the checkpoint")

@@ -50,7 +50,7 @@ func ExampleOpen() {
 	// Output:
 	// dir testdata/in (2 files)
 	// testdata/in/a.txt:1 alpha
-	// {"file":"a.txt","offset":6,"line":1,"before":{"files":0}}
+	// {"file":"a.txt","offset":6,"line":1,"head":"14d9a2e99c8da9b6","before":{"files":0}}
 	// testdata/in/a.txt:2 beta
 	// testdata/in/logs/b.txt:1 gamma
 	// testdata/in/logs/b.txt:3 delta

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -213,6 +214,109 @@ func TestFileAddedBeforeCheckpoint(t *testing.T) {
 	}
 	mustRun(t, args...)
 	checkExactlyOnce(t, outputLines(t, out), append(append(b, c...), early...))
+	mustRun(t, "verify", "--sink", out)
+}
+
+// TestLinesAppendedToReadFile: lines appended to an input file that was
+// read to its end (it sorts before the checkpoint's file) would never be
+// read: the next run stops (exit 1) with one line naming the file, its
+// sizes then and now and what to do, before it writes anything. Doing what
+// it says (copy the new bytes with the tail command it gives, then start
+// the grown file's name with '_') reads the new lines, every record once;
+// removing the files that were read stays fine.
+func TestLinesAppendedToReadFile(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("tail"); err != nil {
+		t.Skip("no tail command:", err)
+	}
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	gen := func(from, n int) []string {
+		var l []string
+		for i := range n {
+			l = append(l, fmt.Sprintf(`{"id":%d}`, from+i))
+		}
+		return l
+	}
+	a, b, c, more := gen(0, 1000), gen(1000, 1000), gen(2000, 1000), gen(3000, 500)
+	grown := filepath.Join(in, "a.jsonl")
+	writeLines(t, grown, a...)
+	writeLines(t, filepath.Join(in, "b.jsonl"), b...)
+	writeLines(t, filepath.Join(in, "c.jsonl"), c...)
+	args := []string{"run", "--source", in, "--sink", out}
+	mustRun(t, args...)
+	before := snapshot(t, out)
+	fi, err := os.Stat(grown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := fi.Size()
+
+	f, err := os.OpenFile(grown, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(strings.Join(more, "\n") + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err = os.Stat(grown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, args...)
+	if r.code != 1 {
+		t.Fatalf("a run with lines appended to a file read to its end: want exit 1, got %v", r)
+	}
+	last := lastLines(r.stderr, 1)
+	tailCmd := fmt.Sprintf("tail -c +%d %s > %s", size+1, grown, filepath.Join(in, "c.jsonl.more"))
+	for _, want := range []string{
+		"filesink: ",
+		grown + fmt.Sprintf(": grew from %d to %d bytes after it was read to its end", size, fi.Size()),
+		fmt.Sprintf("its %d new bytes would never be read", fi.Size()-size),
+		"start its name with '_'",
+		tailCmd,
+	} {
+		if !strings.Contains(last, want) {
+			t.Errorf("error line %q: want it to say %q", last, want)
+		}
+	}
+	if strings.Count(r.stderr, grown) != 2 { // once as the input, once in the tail command
+		t.Errorf("stderr names %s %d times, want it on one line:\n%s", grown, strings.Count(r.stderr, grown), r.stderr)
+	}
+	if d := diffSnapshots(before, snapshot(t, out)); d != "" {
+		t.Errorf("the refused run changed the output: %s", d)
+	}
+	mustRun(t, "verify", "--sink", out)
+
+	// Copying the new lines is not enough: the grown file would still not
+	// be read to its new end.
+	if out, err := exec.Command("sh", "-c", tailCmd).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v %s", tailCmd, err, out)
+	}
+	if r := cli(t, args...); r.code != 1 || !strings.Contains(r.stderr, grown+": grew from") {
+		t.Fatalf("a run with the new lines copied and the file still there: want exit 1 naming it, got %v", r)
+	}
+	if err := os.Rename(grown, filepath.Join(in, "_a.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, args...)
+	checkExactlyOnce(t, outputLines(t, out), append(append(append(a, b...), c...), more...))
+	mustRun(t, "verify", "--sink", out)
+
+	// Files that were read can go.
+	for _, f := range []string{"_a.jsonl", "b.jsonl"} {
+		if err := os.Remove(filepath.Join(in, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before = snapshot(t, out)
+	mustRun(t, args...)
+	if d := diffSnapshots(before, snapshot(t, out)); d != "" {
+		t.Errorf("a run over read input with read files removed changed the output: %s", d)
+	}
 	mustRun(t, "verify", "--sink", out)
 }
 
