@@ -276,23 +276,21 @@ func TestGroupMetrics(t *testing.T) {
 		}
 		last = v
 	}
-	// Until every record is in a sink and two more lane checkpoints
-	// completed.
+	// Until every lane committed every record of its partition (and the
+	// lanes' pipelines counted the checkpoints that did it).
+	ends := map[string]float64{"0": 2000, "1": 2001, "2": 2000}
 	var settled map[string]float64
-	base := -1.0
 	for deadline := time.Now().Add(time.Minute); settled == nil; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the lanes did not take every record within a minute; last scrape: %v\nlog:\n%s", last, lastLines(m.stderr.String(), 30))
+			t.Fatalf("the lanes did not commit every record within a minute; last scrape: %v\nlog:\n%s", last, lastLines(m.stderr.String(), 30))
 		}
 		v := scrape(t, addr)
 		check(v)
-		if v["filesink_sink_records_total"] < float64(j.total) || v["filesink_lanes_owned"] != 3 {
-			continue
+		all := v["filesink_checkpoints_total"] >= 3
+		for p, end := range ends {
+			all = all && v[`filesink_lane_committed_offset{partition="`+p+`",topic="orders"}`] == end
 		}
-		if base < 0 {
-			base = v["filesink_checkpoints_total"]
-		}
-		if v["filesink_checkpoints_total"] >= base+2 {
+		if all {
 			settled = v
 		}
 	}
