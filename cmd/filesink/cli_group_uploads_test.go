@@ -5,16 +5,18 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/internal/testutil/faultproxy"
+	"github.com/filesink/filesink/internal/testutil/proc"
 	"github.com/filesink/filesink/recovery"
 )
 
@@ -25,16 +27,18 @@ type laneUpload struct {
 	key, id    string
 }
 
-// TestGroupUploadsLaneRefs: the lanes of a group member decide a
-// checkpoint each, and the proxy holds the completion of their part
-// files; the member is stopped with SIGTERM, its handoff cut by the
-// rebalance timeout, and the completions fail: each lane state's newest
-// record references an upload that is still open. `uploads list` names, for each of them, the lane and
+// TestGroupUploadsLaneRefs: the lanes of a group member (a process of its
+// own) decide a checkpoint each, and the proxy holds the completion of
+// their part files; the member is stopped with SIGTERM, its handoff cut by
+// the rebalance timeout, and the completions fail: each lane state's
+// newest record references an upload that is still open, and the lanes'
+// owner is gone. `uploads list` names, for each of them, the lane and
 // checkpoint that reference it, and `uploads abort` refuses to abort one,
 // by id and with --all. A new member then takes the lanes over, publishes
 // those uploads and finishes the job: every record once, no upload left.
 func TestGroupUploadsLaneRefs(t *testing.T) {
 	j := newGroupJob(t, 2, 3000)
+	bin := buildCLI(t)
 	p := faultproxy.New(t, j.srv.Endpoint())
 	gate := make(chan struct{})
 	var once sync.Once
@@ -43,23 +47,40 @@ func TestGroupUploadsLaneRefs(t *testing.T) {
 	// Held, then answered 409 without reaching MinIO: the part files'
 	// uploads stay open.
 	held := p.Add(faultproxy.Rule{Kinds: []faultproxy.Kind{faultproxy.CompleteMultipartUpload}, Action: faultproxy.Conflict, Gate: gate})
-	// A process of its own: once it exited, its lanes have no live
-	// owner, and uploads abort does not take them for a running job's.
-	m := startMemberProc(t, buildCLI(t), j.args(p.URL(), "--bounded", "--checkpoint-records", "500", "--checkpoint-interval", "-1s",
+	cmd := exec.Command(bin, j.args(p.URL(), "--bounded", "--checkpoint-records", "500", "--checkpoint-interval", "-1s",
 		"--rebalance-timeout", "2s", "--progress", "off")...)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	m, err := proc.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Kill)
 	for deadline := time.Now().Add(time.Minute); p.Fired(held) < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the lanes did not publish a checkpoint; log:\n%s", lastLines(m.stderr.String(), 40))
+		if time.Now().After(deadline) || m.Exited() {
+			t.Fatalf("the lanes did not publish a checkpoint (%s); log:\n%s", m.State(), lastLines(stderr.String(), 40))
 		}
 	}
 	// The lanes' handoff waits for the held completions until the
 	// rebalance timeout cuts it; a completion already sent is let finish,
 	// so the proxy answers them then: they fail, never reaching MinIO.
-	m.sig <- os.Interrupt
-	m.waitFor(t, regexp.MustCompile(`stopping the lane without a final checkpoint`))
+	if err := m.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	cut := regexp.MustCompile(`stopping the lane without a final checkpoint`)
+	for deadline := time.Now().Add(time.Minute); !cut.MatchString(stderr.String()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) || m.Exited() {
+			t.Fatalf("the handoff was not cut (%s); log:\n%s", m.State(), lastLines(stderr.String(), 40))
+		}
+	}
 	release()
-	if code := m.wait(t); code != 0 {
-		t.Fatalf("exit %d:\n%s", code, lastLines(m.stderr.String(), 40))
+	select {
+	case <-m.Done():
+	case <-time.After(time.Minute):
+		t.Fatalf("the member did not exit; log:\n%s", lastLines(stderr.String(), 40))
+	}
+	if m.ExitCode() != 0 {
+		t.Fatalf("%s:\n%s", m.State(), lastLines(stderr.String(), 40))
 	}
 
 	// What the lane states reference, read from them.
