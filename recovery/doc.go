@@ -38,5 +38,6 @@
 // [OpenDir] locks it (DIR/LOCK, flock on Unix, LockFileEx on Windows) until
 // [DirStore.Close], and fails with [ErrLocked] while another open store
 // holds it. A reader that inspects a running job's records opens the
-// directory with [ReadOnly], which takes no lock.
+// directory with [ReadOnly], which takes no lock; [LockHolder] tells it
+// whether a run holds the directory, and which.
 package recovery

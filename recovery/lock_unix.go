@@ -18,3 +18,17 @@ func lockFile(f *os.File) (held bool, err error) {
 	}
 	return false, err
 }
+
+// probeFile reports whether another open file description holds an
+// exclusive flock on f: it takes a shared one without waiting and drops it
+// at once.
+func probeFile(f *os.File) (held bool, err error) {
+	err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, unix.Flock(int(f.Fd()), unix.LOCK_UN)
+}

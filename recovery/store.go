@@ -208,8 +208,11 @@ const (
 // drops it when the process dies, so a killed run never blocks the next):
 // while it is held, a second OpenDir of the directory, in this process or
 // another, fails with a *LockedError matching ErrLocked that names the
-// directory and the holder's pid. A nil error guarantees that the caller
-// alone writes the directory until Close. Other file systems take no lock.
+// directory and the holder (pid, host and start time, from DIR/LOCK). A
+// held lock is tried again for about 100 ms before that error, so that a
+// reader's LockHolder, which tests the lock for an instant, does not make
+// a starting run fail. A nil error guarantees that the caller alone
+// writes the directory until Close. Other file systems take no lock.
 // A nil fsys is vfs.OS{}.
 // With ReadOnly, see there.
 func OpenDir(ctx context.Context, fsys vfs.FS, dir string, opts ...OpenOption) (*DirStore, error) {

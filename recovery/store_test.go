@@ -193,3 +193,56 @@ func TestOpenDirLocks(t *testing.T) {
 		t.Error("read-only OpenDir of a missing directory succeeded")
 	}
 }
+
+// TestLockHolder: LockHolder names the holder of a held directory from its
+// lock file (pid, host, start), without taking the lock, and finds none in
+// a directory without a lock file, or whose store was closed; the error of
+// a second OpenDir names the same holder; a lock file of an older filesink
+// (a pid alone) still gives the pid.
+func TestLockHolder(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if h, err := LockHolder(ctx, dir); h != nil || err != nil {
+		t.Fatalf("LockHolder of a directory without a lock file = %v, %v; want nil, nil", h, err)
+	}
+	s, err := OpenDir(ctx, vfs.OS{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	h, err := LockHolder(ctx, dir)
+	if err != nil || h == nil || h.PID != os.Getpid() || h.Host != host || h.Started == "" {
+		t.Fatalf("LockHolder of a held directory = %+v, %v; want pid %d, host %q and a start", h, err, os.Getpid(), host)
+	}
+	_, err = OpenDir(ctx, vfs.OS{}, dir)
+	var le *LockedError
+	if !errors.As(err, &le) || le.LockInfo != *h {
+		t.Fatalf("second OpenDir = %v; want a LockedError naming %+v", err, *h)
+	}
+	// The probe took nothing: the holder keeps the lock.
+	if h, err := LockHolder(ctx, dir); h == nil || err != nil {
+		t.Fatalf("LockHolder again = %v, %v; want the holder", h, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := LockHolder(ctx, dir); h != nil || err != nil {
+		t.Fatalf("LockHolder after Close = %+v, %v; want nil, nil", h, err)
+	}
+
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("4711\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := parseLockInfo(f); got != (LockInfo{PID: 4711}) {
+		t.Errorf("an older lock file reads as %+v; want pid 4711 alone", got)
+	}
+	if got, want := (&LockedError{Dir: "D", LockInfo: LockInfo{PID: 4711, Host: "web-2", Started: "2026-01-02T03:04:05Z"}}).Error(),
+		"checkpoint store D is locked by another process (host web-2, pid 4711, started 2026-01-02T03:04:05Z)"; got != want {
+		t.Errorf("LockedError = %q; want %q", got, want)
+	}
+}

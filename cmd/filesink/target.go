@@ -198,8 +198,8 @@ func openStore(ctx context.Context, uri string, s3f *s3Flags, client *s3api.Clie
 			return recovery.OpenDir(ctx, vfs.OS{}, dir, recovery.ReadOnly())
 		}
 		s, err := recovery.OpenDir(ctx, vfs.OS{}, dir)
-		if errors.Is(err, recovery.ErrLocked) {
-			return nil, fmt.Errorf("state directory %s is in use by another filesink process", dir)
+		if le := (*recovery.LockedError)(nil); errors.As(err, &le) {
+			return nil, fmt.Errorf("state directory %s is in use by another filesink process (%s): stop it or wait for it to end (its lock goes with its process, even after kill -9)", dir, le.LockInfo)
 		}
 		return s, err
 	}
