@@ -16,6 +16,23 @@ var ErrDataLoss = errors.New("data loss")
 // exists with other content: publishing would overwrite a finished file.
 var ErrAlreadyExists = errors.New("target already exists")
 
+// ErrNotCommitted is matched by the error of driver.Output.Check when the
+// staging data of the part is still there: its commit has not run (yet).
+// After a crash, the next run commits it; while a run is live, it may be
+// committing it right now.
+var ErrNotCommitted = errors.New("not yet committed")
+
+// NotCommitted returns an error with the message format and args
+// (fmt.Sprintf) that matches ErrNotCommitted.
+func NotCommitted(format string, args ...any) error {
+	return &notCommittedError{fmt.Sprintf(format, args...)}
+}
+
+type notCommittedError struct{ msg string }
+
+func (e *notCommittedError) Error() string        { return e.msg }
+func (e *notCommittedError) Is(target error) bool { return target == ErrNotCommitted }
+
 // ErrParticipantMismatch is matched when a checkpoint record's participants
 // differ from the running set (for example the parallelism changed).
 var ErrParticipantMismatch = errors.New("participants differ from the checkpoint record")

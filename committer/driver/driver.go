@@ -77,7 +77,9 @@ const MetaDir = "_filesink"
 // must be safe for concurrent use.
 type Output interface {
 	// Check must return nil if pending is published exactly as recorded,
-	// and otherwise an error saying why not.
+	// and otherwise an error saying why not: one matching
+	// committer.ErrNotCommitted while the staging data of pending is still
+	// there (its commit has not run).
 	Check(ctx context.Context, pending json.RawMessage) error
 	// Scan must list the output: the staging names present (as Describe
 	// names them) and every problem seen regardless of checkpoints, such

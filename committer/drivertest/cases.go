@@ -621,8 +621,8 @@ func testDescribe(t *testing.T, e *env) {
 func testOutputCheck(t *testing.T, e *env) {
 	a := e.backend()
 	p := e.pending(target1, hello)
-	if err := a.Check(e.ctx, p); err == nil {
-		t.Error("Check of an uncommitted pending returned nil")
+	if err := a.Check(e.ctx, p); !errors.Is(err, committer.ErrNotCommitted) {
+		t.Errorf("Check of an uncommitted pending = %v; want an error matching committer.ErrNotCommitted", err)
 	}
 	e.commit(p)
 	if err := a.Check(e.ctx, p); err != nil {

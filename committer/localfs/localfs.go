@@ -398,7 +398,7 @@ func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 		return err
 	}
 	if _, err := b.fs.Stat(b.abs(r.Staging)); err == nil {
-		return fmt.Errorf("%s: not yet committed (staging file %s present; run filesink run again to finish the commit)", b.abs(r.Target), b.abs(r.Staging))
+		return committer.NotCommitted("%s: not yet committed (staging file %s present; run filesink run again to finish the commit)", b.abs(r.Target), b.abs(r.Staging))
 	}
 	st, err := b.fs.Stat(b.abs(r.Target))
 	if err != nil {

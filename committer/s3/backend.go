@@ -837,7 +837,7 @@ func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 		return fmt.Errorf("%s: %w", b.objURL(r.Key), err)
 	}
 	if exists {
-		return fmt.Errorf("%s: not yet committed (multipart upload %s in progress; run filesink run again to finish the commit)", b.objURL(r.Key), r.UploadID)
+		return committer.NotCommitted("%s: not yet committed (multipart upload %s in progress; run filesink run again to finish the commit)", b.objURL(r.Key), r.UploadID)
 	}
 	diff, err := b.compare(ctx, r)
 	var gone *UploadGoneError
