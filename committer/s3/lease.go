@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
@@ -104,6 +105,9 @@ type leaseObject struct {
 	rec    leaseRecord
 	parsed bool      // body is a version 1 lease record
 	at     time.Time // when the read that returned it ended
+	// modified is when the store last wrote it, and served when the store
+	// answered the read, both on the store's clock (zero when unknown).
+	modified, served time.Time
 }
 
 // ttl is the holder's TTL (def when the record does not say), clamped to
@@ -312,6 +316,42 @@ func (s *Store) watchLease(ctx context.Context, cur *leaseObject) (next *leaseOb
 	}
 }
 
+// LeaseHolder is the run that holds a store's lease, as the lease says.
+type LeaseHolder struct {
+	Host    string        // the holder's host name, "" when unknown
+	PID     int           // the holder's process id, 0 when unknown
+	Started string        // when it took the lease (RFC 3339), "" when unknown
+	TTL     time.Duration // the holder's lease TTL
+}
+
+// String is "host H, pid P, started T", as in the message of a
+// LeaseError.
+func (h *LeaseHolder) String() string { return holderText(h.Host, h.PID, h.Started) }
+
+// Holder reads the store's lease once, without taking or waiting for it,
+// and returns its holder when a run may hold it now: the lease is there,
+// not released, its holder is not a process of this host that is gone,
+// and the store last wrote it less than one TTL (plus a second, the
+// resolution of its clock) before it answered (a live holder renews it
+// every third of its TTL). A lease that is not a lease record counts as
+// held, by an unknown holder. A nil error with a nil holder means no run
+// holds the lease; an error means it could not be read. Safe for
+// concurrent use; it does not change the store's own lease.
+func (s *Store) Holder(ctx context.Context) (*LeaseHolder, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cur, err := s.readLease(ctx)
+	if err != nil || cur == nil || cur.rec.Released || s.holderDead(cur) {
+		return nil, err
+	}
+	ttl := cur.ttl(s.o.leaseTTL)
+	if !cur.modified.IsZero() && !cur.served.IsZero() && cur.served.Sub(cur.modified) > ttl+time.Second {
+		return nil, nil // stale: its holder stopped renewing it
+	}
+	return &LeaseHolder{Host: cur.rec.Host, PID: cur.rec.PID, Started: cur.rec.Started, TTL: ttl}, nil
+}
+
 func (s *Store) inUse(holder *leaseObject) error {
 	return &LeaseError{Location: s.Location(), Host: holder.rec.Host, PID: holder.rec.PID,
 		Started: holder.rec.Started, TTL: holder.ttl(s.o.leaseTTL), Command: holder.rec.Command}
@@ -332,7 +372,8 @@ func (s *Store) readLease(ctx context.Context) (*leaseObject, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state %s: read the lease %s: %w", s.Location(), s.LeaseLocation(), err)
 	}
-	o := &leaseObject{body: b, etag: aws.ToString(out.ETag), at: time.Now()}
+	o := &leaseObject{body: b, etag: aws.ToString(out.ETag), at: time.Now(), modified: aws.ToTime(out.LastModified)}
+	o.served, _ = awsmiddleware.GetServerTime(out.ResultMetadata)
 	o.parsed = json.Unmarshal(b, &o.rec) == nil && o.rec.V == 1
 	if !o.parsed {
 		o.rec = leaseRecord{}

@@ -285,3 +285,67 @@ func TestStoreCheckLease(t *testing.T) {
 		t.Errorf("CheckLease of the new holder: %v", err)
 	}
 }
+
+// TestStoreLeaseHolder: Holder reads the lease without taking it: none
+// before any run, the holder's name while a run holds and renews it
+// (and the holder keeps it), none once it is released, once the store has
+// not seen it renewed for more than a TTL, or when its holder is a process
+// of this host that is gone.
+func TestStoreLeaseHolder(t *testing.T) {
+	srv := requireMinio(t)
+	client := srv.Client(t, withRetryer)
+	ctx := t.Context()
+	bucket := srv.NewBucket(t)
+	reader := MustNewStore(t, client, bucket, leasePrefix)
+	if h, err := reader.Holder(ctx); h != nil || err != nil {
+		t.Fatalf("Holder without a lease = %v, %v; want nil, nil", h, err)
+	}
+	a := MustNewStore(t, client, bucket, leasePrefix, WithLeaseTTL(time.Second), withLeaseIdentity("other-host", 4242))
+	mustAcquire(t, a)
+	held := leaseNow(t, client, bucket)
+	h, err := reader.Holder(ctx)
+	if err != nil || h == nil || h.Host != "other-host" || h.PID != 4242 || h.Started != held.Started || h.TTL != time.Second {
+		t.Fatalf("Holder of a held lease = %+v, %v; want other-host, pid 4242, started %s", h, err, held.Started)
+	}
+	if got, want := h.String(), "host other-host, pid 4242, started "+held.Started; got != want {
+		t.Errorf("holder = %q; want %q", got, want)
+	}
+	if err := a.Put(ctx, sampleCheckpoint(1)); err != nil {
+		t.Errorf("the holder's Put after Holder: %v", err)
+	}
+	// Frozen: the lease stays, unrenewed, and the store's clock goes on,
+	// past the TTL and the second of slack, read on a clock of whole
+	// seconds.
+	a.stopRenewing()
+	time.Sleep(3*time.Second + 200*time.Millisecond)
+	if h, err := reader.Holder(ctx); h != nil || err != nil {
+		t.Errorf("Holder of a lease not renewed for three TTLs = %+v, %v; want nil, nil", h, err)
+	}
+
+	bucket = srv.NewBucket(t)
+	reader = MustNewStore(t, client, bucket, leasePrefix)
+	b := MustNewStore(t, client, bucket, leasePrefix)
+	mustAcquire(t, b)
+	if h, err := reader.Holder(ctx); err != nil || h == nil || h.PID != os.Getpid() || h.Host != hostname(t) {
+		t.Fatalf("Holder of a lease held by this process = %+v, %v", h, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := reader.Holder(ctx); h != nil || err != nil {
+		t.Errorf("Holder of a released lease = %+v, %v; want nil, nil", h, err)
+	}
+
+	bucket = srv.NewBucket(t)
+	reader = MustNewStore(t, client, bucket, leasePrefix)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	killed := MustNewStore(t, client, bucket, leasePrefix, WithLeaseTTL(MaxLeaseTTL), withLeaseIdentity(hostname(t), cmd.Process.Pid))
+	mustAcquire(t, killed)
+	killed.stopRenewing()
+	if h, err := reader.Holder(ctx); h != nil || err != nil {
+		t.Errorf("Holder of a lease of dead pid %d on this host = %+v, %v; want nil, nil", cmd.Process.Pid, h, err)
+	}
+}
