@@ -12,6 +12,7 @@ import (
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/vfs"
 )
 
 const verifySynopsis = `--sink URI [--state DIR] [--deep]
@@ -32,6 +33,14 @@ output, and no orphaned in-progress file of this sink is left. A record that
 cannot be read is a violation naming it; the others are checked (and no
 in-progress file is reported as an orphan, since the bad record may
 reference it).
+
+While a run holds the state (a local state's lock, an S3 state's lease,
+looked at without taking them), verify checks what that run has published
+and decided, and prints a "NOTE live run:" line first and a NOTE line for
+each thing it has in flight (a file whose manifest is not written yet, a
+decided part being committed, an in-progress file newer than its records),
+which is no violation. It reads the records and manifests again after it
+listed the output, so a checkpoint taken meanwhile is no violation either.
 
 Prints every violation with the file, manifest or range concerned; exits 1
 if there is any, 2 if the output (or the --state given) is not there.`
@@ -88,10 +97,23 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	stateURI := a.state
+	if stateURI == "" {
+		stateURI = t.stateURI
+	}
+	holder, live, err := liveRun(ctx, t, stateURI, &a.s3)
+	if err != nil {
+		return inCommand("verify", err)
+	}
+	var inFlight []recovery.Violation
+	if live != nil {
+		live.Note = func(v recovery.Violation) { inFlight = append(inFlight, v) }
+		fmt.Fprintf(stdout, "NOTE live run: state %s is held by a running filesink (%s): what it has published and decided is checked; what it has in flight is noted, not reported as a violation\n", stateURI, holder)
+	}
 	var vs []recovery.Violation
 	var notes []string
 	if !a.noManifests {
-		au := filesink.Auditor{Output: t.backend, DeadLetter: t.dead}
+		au := filesink.Auditor{Output: t.backend, DeadLetter: t.dead, Live: live}
 		if a.deep {
 			au.Count = func(f *filesink.ManifestFile, r io.Reader) (int64, error) {
 				return filesink.CountRecords(f, r, bulk.Counters()...)
@@ -104,7 +126,7 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 		vs = append(vs, mv...)
 		notes = append(notes, "manifests")
 	}
-	sv, note, err := verifyState(ctx, t, a.state, a.prefix, a.noManifests, &a.s3)
+	sv, note, err := verifyState(ctx, t, a.state, a.prefix, a.noManifests, &a.s3, live)
 	if err != nil {
 		return err
 	}
@@ -112,14 +134,67 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 	if note != "" {
 		notes = append(notes, note)
 	}
+	for _, v := range inFlight {
+		fmt.Fprintln(stdout, "NOTE", v)
+	}
 	for _, v := range vs {
 		fmt.Fprintln(stdout, "VIOLATION", v)
 	}
 	if len(vs) > 0 {
 		return exitError{code: 1, msg: fmt.Sprintf("verify: %d violation(s) in %s", len(vs), a.sink)}
 	}
-	fmt.Fprintf(stdout, "OK: %s is consistent with its %s\n", a.sink, strings.Join(notes, " and "))
+	ok := fmt.Sprintf("OK: %s is consistent with its %s", a.sink, strings.Join(notes, " and "))
+	if live != nil {
+		ok += fmt.Sprintf(" so far (a live run writes it: %d note(s) on what it has in flight)", len(inFlight))
+	}
+	fmt.Fprintln(stdout, ok)
 	return nil
+}
+
+// liveRun returns the run that holds the state at stateURI now, if one
+// does, without taking the state: a local directory's lock tested with
+// recovery.LockHolder, an S3 state's lease read with Holder. holder names
+// it ("host H, pid P, started T"); live reads its records (Note unset). A
+// state that is not there has no live run. An error means the state could
+// not be looked at.
+func liveRun(ctx context.Context, t *target, stateURI string, s3f *s3Flags) (holder string, live *filesink.LiveRun, err error) {
+	if isS3(stateURI) {
+		store, err := openStore(ctx, stateURI, s3f, t.client, false, nil)
+		if err != nil {
+			return "", nil, err
+		}
+		st, ok := store.(*s3sink.Store)
+		if !ok {
+			return "", nil, nil
+		}
+		h, err := st.Holder(ctx)
+		if err != nil || h == nil {
+			return "", nil, err
+		}
+		return h.String(), &filesink.LiveRun{Records: retainedRecords(store)}, nil
+	}
+	dir, err := localPath(stateURI, "--state")
+	if err != nil {
+		return "", nil, err
+	}
+	h, err := recovery.LockHolder(ctx, dir)
+	if err != nil || h == nil {
+		return "", nil, err
+	}
+	store, err := recovery.OpenDir(ctx, vfs.OS{}, dir, recovery.ReadOnly())
+	if err != nil {
+		return "", nil, err
+	}
+	return h.String(), &filesink.LiveRun{Records: retainedRecords(store)}, nil
+}
+
+// retainedRecords reads the records of store that can be read (the others
+// are reported by verifyState).
+func retainedRecords(store recovery.Store) func(context.Context) ([]*recovery.Checkpoint, error) {
+	return func(ctx context.Context) ([]*recovery.Checkpoint, error) {
+		recs, _, err := recovery.Readable(ctx, store)
+		return recs, err
+	}
 }
 
 // laneRecords returns the newest record of every lane of a group-mode
@@ -142,8 +217,10 @@ func laneRecords(ctx context.Context, st *s3sink.Store) ([]*recovery.Checkpoint,
 // verifyState checks the output of t against the retained checkpoint
 // records at state (default: the sink's), if there are any; note says what
 // was checked ("" if nothing). A record that cannot be read is a violation
-// naming it, and the others are checked.
-func verifyState(ctx context.Context, t *target, state, prefix string, noManifests bool, s3f *s3Flags) ([]recovery.Violation, string, error) {
+// naming it, and the others are checked. With live set, the check is of a
+// running job (filesink.LiveRun); a group-mode state is checked as if no
+// run were live.
+func verifyState(ctx context.Context, t *target, state, prefix string, noManifests bool, s3f *s3Flags, live *filesink.LiveRun) ([]recovery.Violation, string, error) {
 	stateURI := state
 	if stateURI == "" {
 		stateURI = t.stateURI
@@ -179,7 +256,7 @@ func verifyState(ctx context.Context, t *target, state, prefix string, noManifes
 		}
 		// Without every record, an in-progress file that no record read
 		// references may be a skipped record's: no orphan is reported.
-		chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: prefix, Partial: len(bad) > 0}
+		chk := filesink.Checker{Backend: t.backend, DeadLetter: t.dead, Prefix: prefix, Partial: len(bad) > 0, Live: live}
 		sv, err := recovery.VerifyRecords(ctx, recs, chk)
 		if err != nil {
 			return nil, "", err
