@@ -42,9 +42,11 @@ fuzz:
 bench:
 	scripts/bench
 
-# The main job on the embedded default: a generator into ./out.
-example:
-	$(GO) run ./cmd/filesink run --source 'gen://?count=1000000' --sink ./out
+# The main job on the embedded default: a generator into ./out, run from
+# the built binary (kill -9 of `go run` would leave the compiled child
+# writing: see the README's quick start).
+example: build
+	bin/filesink run --source 'gen://?count=1000000' --sink ./out
 
 # The word-count example (examples/wordcount) over a bounded topic of text
 # lines, into table wc; see its README for a local broker.
