@@ -125,7 +125,7 @@ func takeHold(ctx context.Context, command, stateURI string, s3f *s3Flags, clien
 // lockHolder names the holder of a locked state directory.
 func lockHolder(le *recovery.LockedError) string {
 	if le.PID > 0 {
-		return fmt.Sprintf("a filesink process holds its lock %s: pid %d", lockFileOf(le.Dir), le.PID)
+		return fmt.Sprintf("a filesink process holds its lock %s: %s", lockFileOf(le.Dir), le.LockInfo)
 	}
 	return "a filesink process holds its lock " + lockFileOf(le.Dir)
 }
