@@ -153,7 +153,8 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 
 // liveRun returns the run that holds the state at stateURI now, if one
 // does, without taking the state: a local directory's lock tested with
-// recovery.LockHolder, an S3 state's lease read with Holder. holder names
+// recovery.LockHolder, an S3 state's lease read with Holder (a lease that
+// a command such as uploads abort holds is no run). holder names
 // it ("host H, pid P, started T"); live reads its records (Note unset). A
 // state that is not there has no live run. An error means the state could
 // not be looked at.
@@ -168,8 +169,8 @@ func liveRun(ctx context.Context, t *target, stateURI string, s3f *s3Flags) (hol
 			return "", nil, nil
 		}
 		h, err := st.Holder(ctx)
-		if err != nil || h == nil {
-			return "", nil, err
+		if err != nil || h == nil || h.Command != "" {
+			return "", nil, err // a command holding the state writes no output
 		}
 		return h.String(), &filesink.LiveRun{Records: retainedRecords(store)}, nil
 	}

@@ -322,11 +322,16 @@ type LeaseHolder struct {
 	PID     int           // the holder's process id, 0 when unknown
 	Started string        // when it took the lease (RFC 3339), "" when unknown
 	TTL     time.Duration // the holder's lease TTL
+	// Command is what holds the lease when it is not a run, such as
+	// "uploads abort" (WithLeaseHolder); "" for a run.
+	Command string
 }
 
 // String is "host H, pid P, started T", as in the message of a
-// LeaseError.
-func (h *LeaseHolder) String() string { return holderText(h.Host, h.PID, h.Started) }
+// LeaseError, with the command when it is not a run.
+func (h *LeaseHolder) String() string {
+	return (&LeaseError{Host: h.Host, PID: h.PID, Started: h.Started, Command: h.Command}).Holder()
+}
 
 // Holder reads the store's lease once, without taking or waiting for it,
 // and returns its holder when a run may hold it now: the lease is there,
@@ -349,7 +354,7 @@ func (s *Store) Holder(ctx context.Context) (*LeaseHolder, error) {
 	if !cur.modified.IsZero() && !cur.served.IsZero() && cur.served.Sub(cur.modified) > ttl+time.Second {
 		return nil, nil // stale: its holder stopped renewing it
 	}
-	return &LeaseHolder{Host: cur.rec.Host, PID: cur.rec.PID, Started: cur.rec.Started, TTL: ttl}, nil
+	return &LeaseHolder{Host: cur.rec.Host, PID: cur.rec.PID, Started: cur.rec.Started, TTL: ttl, Command: cur.rec.Command}, nil
 }
 
 func (s *Store) inUse(holder *leaseObject) error {
