@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/filesink"
@@ -193,8 +194,27 @@ func liveRun(ctx context.Context, t *target, stateURI string, s3f *s3Flags) (hol
 // are reported by verifyState).
 func retainedRecords(store recovery.Store) func(context.Context) ([]*recovery.Checkpoint, error) {
 	return func(ctx context.Context) ([]*recovery.Checkpoint, error) {
-		recs, _, err := recovery.Readable(ctx, store)
+		recs, _, err := readableLive(ctx, store)
 		return recs, err
+	}
+}
+
+// readableLive is recovery.Readable for a store that a live run writes: a
+// listing that finds a name that is no record's is made again, up to 5
+// times 50 ms apart, before it is reported (an S3 store may list an
+// object being written or deleted as a directory for an instant).
+func readableLive(ctx context.Context, store recovery.Store) ([]*recovery.Checkpoint, []*recovery.CorruptError, error) {
+	for try := 0; ; try++ {
+		good, bad, err := recovery.Readable(ctx, store)
+		var ce *recovery.CorruptError
+		if !errors.As(err, &ce) || try == 5 {
+			return good, bad, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
@@ -230,7 +250,11 @@ func verifyState(ctx context.Context, t *target, state, prefix string, noManifes
 	var recs []*recovery.Checkpoint
 	var bad []*recovery.CorruptError
 	if err == nil {
-		recs, bad, err = recovery.Readable(ctx, store)
+		if live != nil {
+			recs, bad, err = readableLive(ctx, store)
+		} else {
+			recs, bad, err = recovery.Readable(ctx, store)
+		}
 	}
 	if err == nil && len(recs)+len(bad) == 0 {
 		if ls, ok := store.(*s3sink.Store); ok {
