@@ -75,4 +75,3 @@ func TestPausedRunReportsLeaseLost(t *testing.T) {
 		t.Errorf("run b after SIGTERM: %v\n%s", err, lastLines(bErr.String(), 10))
 	}
 }
-
