@@ -20,6 +20,9 @@ type Counters struct {
 	// RecordsDropped counts the records of failed batches that the sink
 	// dropped (at-most-once delivery). Safe for concurrent use.
 	RecordsDropped func() int64
+	// PartsRebuilt counts the part files made again from the source
+	// because the store lost their staged data. Safe for concurrent use.
+	PartsRebuilt func() int64
 	// OpenParts returns the number of part files in progress now. Unlike
 	// the others it is NOT safe for concurrent use: call it only on the
 	// goroutine that calls the sink's record-writing methods, between

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"slices"
 	"time"
 
@@ -181,6 +180,7 @@ func (w *Writer) WriteBatch(ctx context.Context, bucket string, batch arrow.Reco
 	}
 	p.rows += rows
 	w.recTime = time.Time{} // no event time per row
+	p.stats.noDigest = true // nor the records' bytes
 	for i := range rows {
 		w.noteRecord(p, source.Origin{Name: origin.Name, Num: origin.Num + i})
 	}
@@ -235,9 +235,7 @@ func (w *Writer) bulkBucket(ctx context.Context, key bucketKey, now time.Time) (
 // openBulk starts a new bulk part in b. Its file is opened when the first
 // bytes are handed to the I/O goroutine.
 func (w *Writer) openBulk(b *bucket, now time.Time) error {
-	name := fmt.Sprintf("%s%s-%d%s", w.namespace(), w.runID, w.counter, w.ext)
-	w.counter++
-	p := &part{target: path.Join(b.key.path, name), created: now, lastWrite: now}
+	p := &part{target: w.partName(b.key, w.ext), created: now, lastWrite: now}
 	b.part = p
 	bw, err := w.bulk.NewWriter(bulkSink{w: w, b: b, p: p})
 	if err != nil {

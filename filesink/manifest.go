@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"slices"
@@ -68,6 +69,16 @@ type PartStats struct {
 	// Sources are the source records the file holds, by input, sorted by
 	// input name.
 	Sources []SourceRange `json:"sources,omitempty"`
+	// Digest is the sum, modulo 2^64, of the 64-bit XXH3 hashes of the
+	// records as the source gave them, in hex: a check of the file's
+	// records that does not depend on their order or on how the format
+	// framed them. A rebuilt file must match it. Absent for files of
+	// batches (WriteBatch) and of older versions.
+	Digest string `json:"digest,omitempty"`
+	// Rebuilt is set when the file was made again from the source records
+	// listed in Sources because the store lost its staged data (see
+	// WithReplayer): the same records, checked against Records and Digest.
+	Rebuilt bool `json:"rebuilt,omitempty"`
 }
 
 // SourceRange is the part of one input a file holds: the record numbers
@@ -116,6 +127,12 @@ type partStats struct {
 	crc          uint32
 	inputs       map[string]*inputRuns
 	last         *inputRuns
+	// digest is the running Digest; noDigest is set when a record of the
+	// part has none (a batch), or the part was resumed from a checkpoint
+	// without one.
+	digest   uint64
+	noDigest bool
+	rebuilt  bool
 }
 
 type inputRuns struct {
@@ -165,6 +182,7 @@ func (s *partStats) note(o source.Origin, dense *int64) {
 // the assigner read one.
 func (w *Writer) noteRecord(p *part, origin source.Origin) {
 	p.stats.note(origin, w.dense)
+	p.stats.digest += w.recHash
 	if w.eventTimed == nil || w.recTime.IsZero() { // zero: the bucket could not be read
 		return
 	}
@@ -184,7 +202,10 @@ func (s *partStats) snapshot(size int64) *PartStats {
 	if s.unknown {
 		return nil
 	}
-	ps := &PartStats{Size: size, Records: s.records, Header: s.header, CRC32C: fmt.Sprintf("%08x", s.crc)}
+	ps := &PartStats{Size: size, Records: s.records, Header: s.header, CRC32C: fmt.Sprintf("%08x", s.crc), Rebuilt: s.rebuilt}
+	if !s.noDigest {
+		ps.Digest = fmt.Sprintf("%016x", s.digest)
+	}
 	if s.hasET {
 		lo, hi := s.minET.UTC(), s.maxET.UTC()
 		ps.MinEventTime, ps.MaxEventTime = &lo, &hi
@@ -212,7 +233,12 @@ func restoreStats(ps *PartStats) (partStats, error) {
 	if err != nil {
 		return s, fmt.Errorf("bad CRC-32C %q", ps.CRC32C)
 	}
-	s.records, s.crc, s.header = ps.Records, uint32(crc), ps.Header
+	s.records, s.crc, s.header, s.rebuilt = ps.Records, uint32(crc), ps.Header, ps.Rebuilt
+	if ps.Digest == "" {
+		s.noDigest = true
+	} else if s.digest, err = strconv.ParseUint(ps.Digest, 16, 64); err != nil {
+		return s, fmt.Errorf("bad digest %q", ps.Digest)
+	}
 	if ps.MinEventTime != nil && ps.MaxEventTime != nil {
 		s.minET, s.maxET, s.hasET = *ps.MinEventTime, *ps.MaxEventTime, true
 	}
@@ -263,7 +289,11 @@ func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committable
 		if err != nil {
 			return committer.Permanent(err)
 		}
-		m.Files = append(m.Files, ManifestFile{Path: target, DeadLetter: e.DeadLetter, PartStats: *e.Stats})
+		stats := e.Stats
+		if r := w.rebuiltStats(target); r != nil && !e.DeadLetter {
+			stats = r
+		}
+		m.Files = append(m.Files, ManifestFile{Path: target, DeadLetter: e.DeadLetter, PartStats: *stats})
 	}
 	if len(m.Files) == 0 {
 		return nil
@@ -273,10 +303,39 @@ func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committable
 		return err
 	}
 	data = append(data, '\n')
-	if err := w.backend.PutMeta(ctx, manifestName(id, m.Writer), data); err != nil {
+	name := manifestName(id, m.Writer)
+	err = w.backend.PutMeta(ctx, name, data)
+	if errors.Is(err, committer.ErrAlreadyExists) && w.sameManifest(ctx, name, &m) {
+		// Written before a crash by a run that rebuilt one of its files
+		// (or that did not need to, where this one did): the same files
+		// with the same bytes.
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("filesink: manifest of checkpoint %d: %w", id, err)
 	}
 	return nil
+}
+
+// sameManifest reports whether the manifest stored as name lists the
+// files of m with the same figures, Rebuilt marks aside.
+func (w *Writer) sameManifest(ctx context.Context, name string, m *Manifest) bool {
+	data, err := w.backend.GetMeta(ctx, name)
+	if err != nil {
+		return false
+	}
+	var old Manifest
+	if json.Unmarshal(data, &old) != nil || len(old.Files) != len(m.Files) {
+		return false
+	}
+	for i := range old.Files {
+		a, b := old.Files[i], m.Files[i]
+		a.Rebuilt, b.Rebuilt = false, false
+		if a.Path != b.Path || a.Size != b.Size || a.CRC32C != b.CRC32C || a.Records != b.Records {
+			return false
+		}
+	}
+	return true
 }
 
 // ReadManifests returns the commit manifests of an output, in checkpoint

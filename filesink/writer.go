@@ -11,7 +11,6 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
@@ -73,6 +74,10 @@ type config struct {
 	// evictRoll makes the open-file limit roll row parts instead of
 	// releasing them (a seam of the benchmarks that compare the two).
 	evictRoll bool
+	// replayer: WithReplayer. target is set for the Writer of a rebuild:
+	// the name of its one part.
+	replayer source.Replayer
+	target   string
 }
 
 func defaultConfig() config {
@@ -200,6 +205,7 @@ type Stats struct {
 	BadRecords atomic.Int64 // records sent to the dead-letter output
 	Committed  atomic.Int64 // part files of this run published (recovery re-commits are not counted)
 	Released   atomic.Int64 // times an open part file was closed at the open-file limit, to be resumed on its next write (WithMaxOpenParts)
+	Rebuilt    atomic.Int64 // parts made again from the source because the store lost their staged data (WithReplayer)
 }
 
 // Writer is one subtask of the file sink: it buckets records, writes them to
@@ -226,6 +232,9 @@ type Writer struct {
 	// the event time of the record being written.
 	eventTimed bucketing.EventTimed
 	recTime    time.Time
+	// recHash is the XXH3 hash of the record being written (PartStats
+	// Digest).
+	recHash uint64
 	// batchNow is the processing time of the records of a batch, between
 	// BeginBatch and EndBatch (inBatch).
 	batchNow time.Time
@@ -246,6 +255,12 @@ type Writer struct {
 	bulkHeld int64 // sum of part.held over open bulk parts
 	stats    Stats
 	restored bool // Restore ran: later commits are of this run
+
+	// rebuiltParts holds the figures of the decided parts rebuilt in this
+	// run, by target, for their manifests (Commit and CommittedCheckpoint
+	// may run on other goroutines: rebuiltMu).
+	rebuiltMu    sync.Mutex
+	rebuiltParts map[string]*PartStats
 
 	// slots holds one token per part file open (or being closed or
 	// released in the background): its capacity is the limit
@@ -396,6 +411,12 @@ func New(backend driver.Backend, subtask int, opts ...Option) (*Writer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	return newWriter(backend, subtask, cfg)
+}
+
+// newWriter returns the Writer of subtask over backend with the validated
+// cfg.
+func newWriter(backend driver.Backend, subtask int, cfg config) (*Writer, error) {
 	if !cfg.maxOpenSet {
 		cfg.maxOpen = DefaultMaxOpenParts()
 	}
@@ -445,6 +466,7 @@ func (w *Writer) OpenBuckets() int { return len(w.buckets) }
 func (w *Writer) Counters() committer.Counters {
 	return committer.Counters{
 		FilesCommitted: w.stats.Committed.Load,
+		PartsRebuilt:   w.stats.Rebuilt.Load,
 		OpenParts:      func() int64 { return int64(w.OpenBuckets()) },
 	}
 }
@@ -459,6 +481,7 @@ func (w *Writer) namespace() string { return w.prefix + "-" + strconv.Itoa(w.sub
 // the Writer unusable until Restore.
 func (w *Writer) Write(ctx context.Context, record []byte, origin source.Origin) error {
 	now := w.recordNow()
+	w.recHash = xxh3.Hash(record)
 	var bpath string
 	var err error
 	if w.eventTimed != nil {
@@ -586,6 +609,7 @@ func (w *Writer) encode(ctx context.Context, key bucketKey, record []byte, origi
 // implements pipeline.BadRecordSink. Not safe for concurrent use, like
 // Write.
 func (w *Writer) WriteBad(ctx context.Context, record []byte, origin source.Origin, cause error) error {
+	w.recHash = xxh3.Hash(record)
 	return w.bad(ctx, record, origin, cause, w.recordNow())
 }
 
@@ -643,9 +667,7 @@ func (w *Writer) add(ctx context.Context, key bucketKey, data, header []byte, or
 		if key.dl {
 			ext = JSONLines{}.Extension() // dead letters are never compressed
 		}
-		name := fmt.Sprintf("%s%s-%d%s", w.namespace(), w.runID, w.counter, ext)
-		w.counter++
-		b.part = &part{target: path.Join(key.path, name), created: now}
+		b.part = &part{target: w.partName(key, ext), created: now}
 		if !key.dl && len(header) > 0 {
 			b.buf = append(b.buf, header...)
 			b.part.stats.header = true
@@ -1227,7 +1249,16 @@ func (w *Writer) Commit(ctx context.Context, committable json.RawMessage) error 
 		return committer.Permanent(fmt.Errorf("filesink: committable %s is for the dead-letter output, which is not configured", committable))
 	}
 	if err := be.Commit(ctx, e.Part); err != nil {
-		return err
+		if w.replayer == nil || !w.rebuildable(&e, err) {
+			target, _, derr := be.Describe(e.Part)
+			if derr != nil {
+				return err
+			}
+			return w.lostPart(&e, be.FileLocation(target), err)
+		}
+		if err := w.rebuildPending(ctx, be, &e, err); err != nil {
+			return err
+		}
 	}
 	if w.restored {
 		w.stats.Committed.Add(1)
@@ -1267,25 +1298,42 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 			return err
 		}
 		pw, err := be.Resume(ctx, e.Part)
+		var remade *rebuilt
 		if err != nil {
-			<-w.slots
 			// At-least-once: a part open at the checkpoint may have rolled
 			// and been published before the crash. Its records up to the
 			// checkpoint are visible; those after it come again.
 			if w.publishOnRoll && errors.Is(err, committer.ErrDataLoss) && published(ctx, be, target) {
+				<-w.slots
 				w.log.Warn("a part open at the restored checkpoint was published before the crash (at-least-once): its later records come again", "part", target)
 				continue
 			}
-			return err
+			if w.replayer == nil || !w.rebuildable(&e, err) || !errors.Is(err, committer.ErrDataLoss) {
+				<-w.slots
+				return w.lostPart(&e, be.FileLocation(target), err)
+			}
+			lost := err
+			if remade, err = w.remake(ctx, be, &e, target, true); err != nil {
+				<-w.slots
+				return &RebuildError{Part: be.FileLocation(target), Lost: lost, Err: err}
+			}
+			w.noteRebuilt(target, &e, remade, lost)
+			pw = remade.pw
 		}
 		key := bucketKey{dl: e.DeadLetter, path: e.Bucket}
-		stats, err := restoreStats(e.Stats)
-		if err != nil {
+		var stats partStats
+		if remade != nil {
+			stats = remade.stats
+		} else if stats, err = restoreStats(e.Stats); err != nil {
 			pw.Close()
 			<-w.slots
 			return fmt.Errorf("filesink: bad figures of %s in the checkpoint: %w", target, err)
 		}
 		p := &part{target: target, pw: pw, created: now, lastWrite: now, persisted: pw.Size(), resumable: e.Part, resumed: e.Part, stats: stats}
+		if remade != nil {
+			// Written in this run: the next checkpoint persists it.
+			p.persisted, p.resumable, p.resumed, p.dirty = 0, nil, nil, true
+		}
 		p.fileSize = pw.Size()
 		p.size.Store(p.fileSize)
 		if pw.MustRoll() {

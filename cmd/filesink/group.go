@@ -109,6 +109,9 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 		return nil, err
 	}
 	j := &job{target: t, stateURI: stateURI}
+	if j.replayer, err = kafka.NewReplayer(kcfg); err != nil {
+		return nil, err
+	}
 	if m := f.metrics; m != nil {
 		// The lanes' sinks report their bad records here (newWriter).
 		j.cfg.Events.BadRecord = m.BadRecord

@@ -439,6 +439,9 @@ type job struct {
 	dropped  *bulk.Dropped // --unknown-fields drop
 	target   *target       // nil for a MySQL sink
 	stateURI string
+	// replayer reads the source's records again, to rebuild a part whose
+	// staged data the store lost; nil for stdin.
+	replayer source.Replayer
 
 	mysqlSink bool
 	mysql     []*mysqlxa.Sink
@@ -515,6 +518,9 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 			return err
 		}
 		kcfg.Logger = log.With("source", "kafka")
+		if j.replayer, err = kafka.NewReplayer(kcfg); err != nil {
+			return err
+		}
 		j.cfg.OpenSource = func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
 			s, err := kafka.Open(ctx, kcfg, pos)
 			if err != nil {
@@ -532,6 +538,13 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 			}
 		}
 		opts := f.lineOptions(set)
+		if srcURI != "-" {
+			r, err := source.NewReplayer(srcURI, opts...)
+			if err != nil {
+				return err
+			}
+			j.replayer = r
+		}
 		j.cfg.OpenSource = func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
 			if srcURI == "-" {
 				return source.NewReader(stdin, "stdin", opts...)
@@ -738,6 +751,9 @@ func (f *runFlags) newWriter(j *job, l *layout, i int, prefix string, policy fil
 	}
 	if start, ok := denseOrigins(f.source); ok {
 		opts = append(opts, filesink.WithDenseOrigins(start))
+	}
+	if j.replayer != nil {
+		opts = append(opts, filesink.WithReplayer(j.replayer))
 	}
 	w, err := filesink.New(j.target.backend, i, append(opts, extra...)...)
 	if err != nil {

@@ -134,6 +134,8 @@ func New(opts Options) *Metrics {
 			func() float64 { return float64(m.bad.Load()) }),
 		counter("filesink_files_committed_total", "Part files published by phase 2 in this run (file and S3 sinks; recovery re-commits not counted).",
 			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.committed() }) }),
+		counter("filesink_parts_rebuilt_total", "Part files made again from the source records their checkpoint lists, because the store lost their staged data (file and S3 sinks).",
+			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.rebuilt() }) }),
 		counter("filesink_async_records_acked_total", "HTTP (async) sinks: records of batches the receiver acknowledged in this run.",
 			func() float64 { return m.sumSinks(func(s *sinkStats) int64 { return s.acked() }) }),
 		counter("filesink_async_records_dropped_total", "HTTP (async) sinks, --guarantee at-most-once: records of failed batches dropped in this run.",

@@ -22,14 +22,14 @@ type sinkStats struct {
 	restored       atomic.Bool  // Restore ran: later commits are of this run's committables
 
 	// The sink's own counters (Sink.Counters; zero for those it has not).
-	committed, rolledBack, acked, dropped func() int64
+	committed, rolledBack, acked, dropped, rebuilt func() int64
 }
 
 // sinkTotals are the figures of the sinks that were closed (a lane run
 // that ended, in group mode): their counters still count, their open part
 // files and pending committables no longer are this process's.
 type sinkTotals struct {
-	records, bytes, committed, rolledBack, acked, dropped int64
+	records, bytes, committed, rolledBack, acked, dropped, rebuilt int64
 }
 
 // retire adds the final figures of st, whose sink is closed, to t.
@@ -40,6 +40,7 @@ func (t *sinkTotals) retire(st *sinkStats) {
 	t.rolledBack += st.rolledBack()
 	t.acked += st.acked()
 	t.dropped += st.dropped()
+	t.rebuilt += st.rebuilt()
 }
 
 // stats returns t as the figures of one closed sink.
@@ -49,6 +50,7 @@ func (t *sinkTotals) stats() *sinkStats {
 		rolledBack: constant(t.rolledBack),
 		acked:      constant(t.acked),
 		dropped:    constant(t.dropped),
+		rebuilt:    constant(t.rebuilt),
 	}
 	st.records.Store(t.records)
 	st.bytes.Store(t.bytes)
@@ -81,6 +83,7 @@ func (m *Metrics) WrapSink(s pipeline.Sink) pipeline.Sink {
 		rolledBack: orZero(c.BranchesRolledBack),
 		acked:      orZero(c.RecordsAcked),
 		dropped:    orZero(c.RecordsDropped),
+		rebuilt:    orZero(c.PartsRebuilt),
 	}
 	m.mu.Lock()
 	m.sinks = append(m.sinks, st)
