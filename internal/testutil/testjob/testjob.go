@@ -45,6 +45,12 @@ type Job struct {
 	// MaxOpenParts is each writer's limit of open part files
 	// (WithMaxOpenParts; 0: the default).
 	MaxOpenParts int
+	// Replay gives the writers the generator's replayer
+	// (filesink.WithReplayer): a part whose staged data is lost is
+	// rebuilt from the source.
+	Replay bool
+	// Rebuilt, when not nil, gets the parts the writers rebuilt.
+	Rebuilt *int64
 }
 
 // Run runs j on fsys until the end of input (nil) or the first error.
@@ -70,7 +76,10 @@ func (j Job) Run(ctx context.Context, fsys vfs.FS) error {
 		policy = filesink.OnCheckpointPolicy{PartSize: partSize}
 	}
 	be := localfs.New(fsys, Out)
+	keys := max(j.Keys, 1)
+	gen := source.GenConfig{Count: j.Count, Seed: 1, Keys: keys}
 	var sinks []pipeline.Sink
+	var writers []*filesink.Writer
 	for i := range max(j.Parallelism, 1) {
 		comp, err := filesink.NewCompression(j.Compression)
 		if err != nil {
@@ -86,11 +95,22 @@ func (j Job) Run(ctx context.Context, fsys vfs.FS) error {
 		if j.MaxOpenParts > 0 {
 			opts = append(opts, filesink.WithMaxOpenParts(j.MaxOpenParts))
 		}
+		if j.Replay {
+			opts = append(opts, filesink.WithReplayer(source.GenReplayer(gen)))
+		}
 		w, err := filesink.New(be, i, opts...)
 		if err != nil {
 			return err
 		}
 		sinks = append(sinks, w)
+		writers = append(writers, w)
+	}
+	if j.Rebuilt != nil {
+		defer func() {
+			for _, w := range writers {
+				*j.Rebuilt += w.Stats().Rebuilt.Load()
+			}
+		}()
 	}
 	every := j.CheckpointEvery
 	if every == 0 {
@@ -101,10 +121,9 @@ func (j Job) Run(ctx context.Context, fsys vfs.FS) error {
 	if j.Hook != nil {
 		copts = append(copts, committer.WithHook(j.Hook))
 	}
-	keys := max(j.Keys, 1)
 	_, err = pipeline.Run(ctx, pipeline.Config{
 		OpenSource: func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
-			return source.NewGenerator(source.GenConfig{Count: j.Count, Seed: 1, Keys: keys}, pos)
+			return source.NewGenerator(gen, pos)
 		},
 		Store: store, Sinks: sinks, CheckpointInterval: -1, CheckpointEvery: every,
 		BatchSize: 25, TickInterval: 1 << 40, CommitterOptions: copts,
