@@ -301,5 +301,3 @@ func mustCompression(t *testing.T, name string) filesink.Compression {
 	}
 	return c
 }
-
-
