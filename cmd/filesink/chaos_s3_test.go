@@ -11,6 +11,7 @@ package main
 // incomplete multipart upload and no unreferenced staging object is left.
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ import (
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/internal/testutil/miniotest"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
 )
 
 // minio is the package's MinIO server, started by the first S3 test.
@@ -128,6 +130,107 @@ func TestChaosKill9S3(t *testing.T) {
 	}
 }
 
+// TestChaosKill9S3Lifecycle is TestChaosKill9S3 with the staged data of
+// the killed runs lost before some restarts: every multipart upload is
+// aborted and half of the staging objects are deleted, as a bucket's
+// AbortIncompleteMultipartUpload rule would do while the job is down.
+// Every record must still be published exactly once, with no run failing:
+// the parts whose staged data is gone are rebuilt from the source.
+func TestChaosKill9S3Lifecycle(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs SIGKILL")
+	}
+	srv := minio.Shared(t)
+	s3ChildEnv(t, srv)
+	bin := buildCLI(t)
+	seed := chaosSeedFromEnv(t)
+	count := int64(chaosCount)
+	if testing.Short() {
+		count = chaosShortCount
+	}
+	want := generated(t, count)
+	configs := []chaosConfig{
+		{
+			name: "gen-field-zstd", lifecycle: true, kills: 40,
+			args: []string{"--bucket", "field:key", "--compression", "zstd", "--part-size", "512KiB"},
+			ext:  ".jsonl.zst", parallelism: 1,
+			bucket: func(r genRecord) (string, error) { return r.Key, nil },
+		},
+		{
+			name: "dir", lifecycle: true, kills: 40, dirSource: true,
+			args: []string{"--part-size", "1MiB"},
+			ext:  ".jsonl", parallelism: 1,
+			bucket: func(genRecord) (string, error) { return "", nil },
+		},
+	}
+	for i, c := range configs {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, uint64(200+i)))
+			runChaosS3(t, bin, srv, c, rng, count, want)
+		})
+	}
+}
+
+// writeInput writes the generator's records to one file of a new
+// directory, for a chaos run over the directory source, and returns the
+// directory.
+func writeInput(t *testing.T, count int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "records.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw := bufio.NewWriter(f)
+	cfg, err := source.ParseGenQuery(fmt.Sprintf("count=%d&seed=%d", count, chaosGenSeed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = source.GenReplayer(cfg).Replay(t.Context(), "gen", [][2]int64{{0, count - 1}}, func(r source.Record) error {
+		bw.Write(r.Value)
+		return bw.WriteByte('\n')
+	})
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// loseStaging aborts every multipart upload of the bucket and deletes
+// about half of the staging objects, as a lifecycle rule could, and
+// returns how many uploads and objects it removed.
+func (c *s3Chaos) loseStaging(rng *rand.Rand) (uploads, objects int) {
+	t, ctx := c.t, c.t.Context()
+	t.Helper()
+	out, err := c.client.ListMultipartUploads(ctx, &s3api.ListMultipartUploadsInput{Bucket: &c.bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range out.Uploads {
+		if _, err := c.client.AbortMultipartUpload(ctx, &s3api.AbortMultipartUploadInput{Bucket: &c.bucket, Key: u.Key, UploadId: u.UploadId}); err != nil {
+			t.Fatal(err)
+		}
+		uploads++
+	}
+	_, hidden := c.list()
+	for rel := range hidden {
+		if strings.Contains(rel, ".tail-") && rng.IntN(2) == 0 {
+			key := s3ChaosPrefix + "/" + rel
+			if _, err := c.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &c.bucket, Key: &key}); err != nil {
+				t.Fatal(err)
+			}
+			objects++
+		}
+	}
+	return uploads, objects
+}
+
 // s3Chaos is the S3 side of one chaos configuration.
 type s3Chaos struct {
 	t      *testing.T
@@ -182,9 +285,13 @@ func (c *s3Chaos) decidedNext() int64 {
 	}
 	var pos struct {
 		Next *int64 `json:"next"`
+		Line *int64 `json:"line"` // the directory source of one file: its line N is gen:N-1
 	}
-	if err := json.Unmarshal(ck.Source, &pos); err != nil || pos.Next == nil {
-		t.Fatalf("checkpoint %d: generator position %s: want {\"next\":N} (%v)", ck.ID, ck.Source, err)
+	if err := json.Unmarshal(ck.Source, &pos); err != nil || (pos.Next == nil && pos.Line == nil) {
+		t.Fatalf("checkpoint %d: source position %s: want {\"next\":N} or {\"line\":N} (%v)", ck.ID, ck.Source, err)
+	}
+	if pos.Line != nil {
+		return *pos.Line
 	}
 	return *pos.Next
 }
@@ -500,7 +607,16 @@ func (c *s3Chaos) finishedSnapshot() map[string]string {
 
 func runChaosS3(t *testing.T, bin string, srv *miniotest.Server, cfg chaosConfig, rng *rand.Rand, count int64, want []uint64) {
 	c := newS3Chaos(t, bin, srv, cfg, want)
-	args := append([]string{"run", "--source", fmt.Sprintf("gen://?count=%d&seed=%d", count, chaosGenSeed),
+	src := fmt.Sprintf("gen://?count=%d&seed=%d", count, chaosGenSeed)
+	if cfg.dirSource {
+		src = writeInput(t, count)
+	}
+	wantKills := chaosKills
+	if cfg.kills > 0 {
+		wantKills = cfg.kills
+	}
+	var lostUploads, lostObjects, rebuilt int
+	args := append([]string{"run", "--source", src,
 		"--sink", c.sink, "--checkpoint-interval", "100ms", "--s3-part-size", "5MiB"}, c.flags...)
 	args = append(args, cfg.args...)
 	if os.Getenv("FILESINK_CHAOS_LOG_DIR") != "" {
@@ -514,7 +630,7 @@ func runChaosS3(t *testing.T, bin string, srv *miniotest.Server, cfg chaosConfig
 
 	// The kill schedule of runChaos (chaos_test.go): the first kill
 	// uniformly in [chaosKillMin, chaosKillMax], later windows adapted so
-	// that chaosKills kills land while records are still being written.
+	// that wantKills kills land while records are still being written.
 	lo, hi := chaosKillMin, chaosKillMax
 	kills, failures := 0, 0
 	var prevNext int64
@@ -527,7 +643,7 @@ runs:
 		}
 		var killAt time.Duration
 		switch {
-		case kills >= chaosKills:
+		case kills >= wantKills:
 		case finished > 0:
 			killAt = time.Millisecond + time.Duration(rng.Int64N(int64(finished)))
 		default:
@@ -535,6 +651,7 @@ runs:
 		}
 		r := startRun(t, bin, args, killAt, timeout)
 		c.keepLog(cfg.name, run, r)
+		rebuilt += strings.Count(r.stderr, "rebuilt a part from the source")
 		next := c.decidedNext()
 		fresh := c.update(run, next)
 		what := map[runOutcome]string{exitedOK: "exited 0", wasKilled: "killed", failed: "FAILED (" + r.state + ")"}[r.outcome]
@@ -549,18 +666,22 @@ runs:
 			if next != count {
 				t.Fatalf("run %d exited 0, but its last checkpoint covers %d of %d records; stderr:\n%s", run, next, count, lastLines(r.stderr, 20))
 			}
-			if kills >= chaosKills {
+			if kills >= wantKills {
 				t.Logf("%d runs, %d kills, %v", run, kills, time.Since(start).Round(time.Millisecond))
 				break runs
 			}
 			finished = max(r.dur, 2*time.Millisecond)
 		case wasKilled:
 			kills++
+			if cfg.lifecycle && kills%2 == 0 {
+				u, o := c.loseStaging(rng)
+				lostUploads, lostObjects = lostUploads+u, lostObjects+o
+			}
 			if finished > 0 {
 				break
 			}
 			gain := next - prevNext
-			if rk := chaosKills - kills; rk > 0 {
+			if rk := wantKills - kills; rk > 0 {
 				hi = widenKillWindow(lo, hi, killAt, gain, int64(count-next), rk)
 			}
 		case failed:
@@ -574,6 +695,12 @@ runs:
 		prevNext = next
 	}
 	c.check.report(true)
+	if cfg.lifecycle {
+		t.Logf("lost %d upload(s) and %d staging object(s); %d part(s) rebuilt", lostUploads, lostObjects, rebuilt)
+		if lostUploads+lostObjects > 0 && rebuilt == 0 {
+			t.Errorf("staged data was lost, but no run rebuilt a part")
+		}
+	}
 	if len(c.etags) == 0 {
 		t.Errorf("no output objects")
 	}

@@ -61,6 +61,15 @@ type chaosConfig struct {
 	// atLeastOnce: --guarantee at-least-once; records may be visible
 	// before their checkpoint and come twice after a kill, never be lost.
 	atLeastOnce bool
+	// S3 only. lifecycle: after every other kill, every multipart upload
+	// of the bucket is aborted and half of the staging tail objects are
+	// deleted before the restart, as a lifecycle rule would: the runs
+	// rebuild the parts from the source. kills overrides chaosKills.
+	// dirSource reads the generator's records from one file of a
+	// directory instead.
+	lifecycle bool
+	kills     int
+	dirSource bool
 }
 
 type genRecord struct {
