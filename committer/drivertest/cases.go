@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/filesink/filesink/committer"
@@ -438,6 +439,58 @@ func testResumeStagingMissing(t *testing.T, e *env) {
 		w.Close()
 	}
 	wantErr(t, "Resume with staging data missing", err, committer.ErrDataLoss)
+}
+
+// testRebuildBeforeCommit: the staging data of a decided part is lost
+// before its commit. Commit reports data loss, a new part opened for the
+// same target takes the same bytes again and publishes them, and the lost
+// pending committed again afterwards (a restart after the rebuild) is
+// never an overwrite: nil, or a loud error, with the rebuilt target
+// unchanged.
+func testRebuildBeforeCommit(t *testing.T, e *env) {
+	tm := e.tamper()
+	lost := e.pending(target1, hello)
+	if err := tm.DeleteStaging(e.ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	err := e.backend().Commit(e.ctx, lost)
+	wantErr(t, "Commit of a pending whose staging data is gone", err, committer.ErrDataLoss)
+	w := e.open(target1)
+	e.write(w, hello[:3], hello[3:])
+	e.commit(e.closeForCommit(w))
+	e.wantTarget(target1, hello)
+	e.wantVisible(target1)
+	// A restart that commits the lost pending again.
+	err = e.h.Backend().Commit(e.ctx, lost)
+	if err != nil && !errors.Is(err, committer.ErrDataLoss) && !errors.Is(err, committer.ErrAlreadyExists) {
+		t.Errorf("Commit of the lost pending after the rebuild: %v, want nil, data loss or already exists", err)
+	}
+	e.wantTarget(target1, hello)
+}
+
+// testRebuildBeforeResume: the staging data of an in-progress part is
+// lost before its resume. Resume reports data loss, a new part opened for
+// the same target takes the bytes again, persists, resumes from that and
+// goes on.
+func testRebuildBeforeResume(t *testing.T, e *env) {
+	tm := e.tamper()
+	lost := e.persisted(target1, hello)
+	if err := tm.DeleteStaging(e.ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.h.Backend().Resume(e.ctx, lost)
+	if err == nil {
+		w.Close()
+	}
+	wantErr(t, "Resume with the staging data gone", err, committer.ErrDataLoss)
+	w = e.open(target1)
+	e.write(w, hello)
+	r := e.persist(w)
+	e.close(w)
+	w = e.resume(r, int64(len(hello)))
+	e.write(w, world)
+	e.commit(e.closeForCommit(w))
+	e.wantTarget(target1, append(slices.Clone(hello), world...))
 }
 
 func testResumeMalformed(t *testing.T, e *env) {

@@ -127,6 +127,11 @@ var cases = []testCase{
 	{"Resume/FromPersistAsync", testPersistAsync},
 	{"Resume/ReleasedAndResumedAgain", testResumeReleased},
 
+	// Staged data lost: the file sink rebuilds the part from the source
+	// under the same target (filesink.WithReplayer).
+	{"Rebuild/StagingRemovedBetweenCheckpointAndCommit", testRebuildBeforeCommit},
+	{"Rebuild/StagingRemovedBetweenCheckpointAndResume", testRebuildBeforeResume},
+
 	// Sweep.
 	{"Sweep/OnlyOrphansOfNamespace", testSweep},
 	{"Sweep/EmptyStore", testSweepEmpty},
