@@ -220,6 +220,9 @@ func (b *nullBackend) Open(_ context.Context, target string) (driver.PartWriter,
 func (b *nullBackend) Resume(context.Context, json.RawMessage) (driver.PartWriter, error) {
 	return nil, errors.New("nullBackend: no resume")
 }
+func (b *nullBackend) Rebuild(context.Context, json.RawMessage) (driver.PartWriter, error) {
+	return nil, errors.New("nullBackend: no rebuild")
+}
 func (b *nullBackend) Commit(context.Context, json.RawMessage) error { return nil }
 func (b *nullBackend) Sweep(context.Context, string, []json.RawMessage) (map[string]int64, error) {
 	return nil, nil

@@ -112,6 +112,21 @@ func (discardBackend) Open(context.Context, string) (driver.PartWriter, error) {
 	return &discardWriter{}, nil
 }
 
+func (discardBackend) Rebuild(context.Context, json.RawMessage) (driver.PartWriter, error) {
+	return &discardWriter{}, nil
+}
+
+// rebuildBackend opens the one part of a rebuild with Backend.Rebuild,
+// which clears what is left of the lost staging data first.
+type rebuildBackend struct {
+	driver.Backend
+	lost json.RawMessage
+}
+
+func (r rebuildBackend) Open(ctx context.Context, _ string) (driver.PartWriter, error) {
+	return r.Backend.Rebuild(ctx, r.lost)
+}
+
 type discardWriter struct{ n int64 }
 
 func (d *discardWriter) Write(p []byte) (int, error) { d.n += int64(len(p)); return len(p), nil }
@@ -170,7 +185,7 @@ func (w *Writer) remake(ctx context.Context, be driver.Backend, e *entry, target
 	if et, ok := w.assign.(bucketing.EventTimed); ok {
 		cfg.assign = fixedTimedBucket{fixedBucket{e.Bucket}, et}
 	}
-	tw, err := newWriter(be, w.subtask, cfg)
+	tw, err := newWriter(rebuildBackend{be, e.Part}, w.subtask, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -218,22 +218,7 @@ func kafkaDecided(t *testing.T, stateDir string) (newest, prev *kafkaPos) {
 		if err != nil {
 			t.Fatalf("checkpoint record after a kill: %v", err)
 		}
-		var v struct {
-			Partitions []struct {
-				Topic     string `json:"topic"`
-				Partition int32  `json:"partition"`
-				Next      int64  `json:"next"`
-				End       int64  `json:"end"`
-			} `json:"partitions"`
-		}
-		if err := json.Unmarshal(ck.Source, &v); err != nil || len(v.Partitions) != kafkaChaosPartitions {
-			t.Fatalf("checkpoint %d: Kafka position %s: want %d partitions (%v)", ck.ID, ck.Source, kafkaChaosPartitions, err)
-		}
-		p := &kafkaPos{id: ck.ID, next: map[int32]int64{}, end: map[int32]int64{}}
-		for _, x := range v.Partitions {
-			p.next[x.Partition], p.end[x.Partition] = x.Next, x.End
-		}
-		return p
+		return kafkaPosOf(t, ck)
 	}
 	if n := len(names); n > 0 {
 		newest = read(names[n-1])
@@ -242,6 +227,27 @@ func kafkaDecided(t *testing.T, stateDir string) (newest, prev *kafkaPos) {
 		}
 	}
 	return newest, prev
+}
+
+// kafkaPosOf returns the Kafka source position of ck.
+func kafkaPosOf(t *testing.T, ck *recovery.Checkpoint) *kafkaPos {
+	t.Helper()
+	var v struct {
+		Partitions []struct {
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+			Next      int64  `json:"next"`
+			End       int64  `json:"end"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal(ck.Source, &v); err != nil || len(v.Partitions) != kafkaChaosPartitions {
+		t.Fatalf("checkpoint %d: Kafka position %s: want %d partitions (%v)", ck.ID, ck.Source, kafkaChaosPartitions, err)
+	}
+	p := &kafkaPos{id: ck.ID, next: map[int32]int64{}, end: map[int32]int64{}}
+	for _, x := range v.Partitions {
+		p.next[x.Partition], p.end[x.Partition] = x.Next, x.End
+	}
+	return p
 }
 
 // kafkaChaosSetup builds the CLI and the broker, starts the broker and
@@ -267,6 +273,25 @@ func kafkaChaosSetup(t *testing.T, withID bool, batchBytes int32) (bin string, b
 // the newest checkpoint record.
 func kafkaChaosLoop(t *testing.T, bin string, args []string, stateDir string, rng *rand.Rand, broker *kafkatest.BrokerProcess, check func(run int)) {
 	t.Helper()
+	kafkaChaosLoopWith(t, bin, args, kafkaLoop{
+		decided: func() *kafkaPos { newest, _ := kafkaDecided(t, stateDir); return newest },
+		kills:   chaosKills,
+	}, rng, broker, check)
+}
+
+// kafkaLoop is how kafkaChaosLoopWith reads the newest checkpoint's
+// position, how many kills it makes, and what it does after each.
+type kafkaLoop struct {
+	decided   func() *kafkaPos
+	kills     int
+	afterKill func(kills int) // nil: nothing
+	stderr    func(string)    // nil: nothing; gets every run's stderr
+}
+
+// kafkaChaosLoopWith is kafkaChaosLoop with its reads and kills given.
+func kafkaChaosLoopWith(t *testing.T, bin string, args []string, l kafkaLoop, rng *rand.Rand, broker *kafkatest.BrokerProcess, check func(run int)) {
+	t.Helper()
+	chaosKills := l.kills
 	t.Logf("filesink %s", strings.Join(args, " "))
 	timeout := 5 * time.Minute
 	if dl, ok := t.Deadline(); ok {
@@ -295,7 +320,10 @@ func kafkaChaosLoop(t *testing.T, bin string, args []string, stateDir string, rn
 			killAt = lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 		}
 		r := startRun(t, bin, args, killAt, timeout)
-		newest, _ := kafkaDecided(t, stateDir)
+		if l.stderr != nil {
+			l.stderr(r.stderr)
+		}
+		newest := l.decided()
 		done, total := newest.progress()
 		what := map[runOutcome]string{exitedOK: "exited 0", wasKilled: "killed", failed: "FAILED (" + r.state + ")"}[r.outcome]
 		t.Logf("run %d: kill at %v: %s after %v; decided %d of %d offsets (+%d)", run, killAt.Round(time.Millisecond), what, r.dur.Round(time.Millisecond), done, total, done-prevDone)
@@ -315,6 +343,9 @@ func kafkaChaosLoop(t *testing.T, bin string, args []string, stateDir string, rn
 			finished = max(r.dur, 2*time.Millisecond)
 		case wasKilled:
 			kills++
+			if l.afterKill != nil {
+				l.afterKill(kills)
+			}
 			if finished == 0 {
 				if total == 0 {
 					total = done + 1

@@ -34,6 +34,15 @@ type Backend interface {
 	// Fewer durable bytes than recorded must be an error wrapping
 	// committer.ErrDataLoss.
 	Resume(ctx context.Context, resumable json.RawMessage) (PartWriter, error)
+	// Rebuild must start a new in-progress part file for the target of
+	// lost, a resumable or pending whose Resume or Commit failed with
+	// committer.ErrDataLoss (its staging data gone or short), as Open does,
+	// after removing what is left of that staging data and of earlier
+	// rebuilds of the target that were not published. Like Open it must
+	// fail with committer.ErrAlreadyExists if the target exists. The file
+	// sink writes the part again into it from the source records its
+	// checkpoint lists.
+	Rebuild(ctx context.Context, lost json.RawMessage) (PartWriter, error)
 	// Commit must publish pending (a value from PartWriter.CloseForCommit)
 	// atomically and without replacing an existing target. It must be
 	// idempotent and verified: when the staging data is gone and the target

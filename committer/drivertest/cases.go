@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/filesink/filesink/committer"
+	"github.com/filesink/filesink/committer/driver"
 )
 
 // Part names of subtask 0 of the sink "part", run "r1"; ns0 is its Sweep
@@ -455,7 +456,7 @@ func testRebuildBeforeCommit(t *testing.T, e *env) {
 	}
 	err := e.backend().Commit(e.ctx, lost)
 	wantErr(t, "Commit of a pending whose staging data is gone", err, committer.ErrDataLoss)
-	w := e.open(target1)
+	w := e.rebuild(lost)
 	e.write(w, hello[:3], hello[3:])
 	e.commit(e.closeForCommit(w))
 	e.wantTarget(target1, hello)
@@ -483,7 +484,7 @@ func testRebuildBeforeResume(t *testing.T, e *env) {
 		w.Close()
 	}
 	wantErr(t, "Resume with the staging data gone", err, committer.ErrDataLoss)
-	w = e.open(target1)
+	w = e.rebuild(lost)
 	e.write(w, hello)
 	r := e.persist(w)
 	e.close(w)
@@ -491,6 +492,42 @@ func testRebuildBeforeResume(t *testing.T, e *env) {
 	e.write(w, world)
 	e.commit(e.closeForCommit(w))
 	e.wantTarget(target1, append(slices.Clone(hello), world...))
+}
+
+// testRebuildStagingShorter: what is left of short staging data is
+// replaced by the rebuild, for a pending and a resumable.
+func testRebuildStagingShorter(t *testing.T, e *env) {
+	tm := e.tamper()
+	for i, lost := range []json.RawMessage{e.pending(target1, hello), e.persisted(target2, hello)} {
+		if err := tm.TruncateStaging(e.ctx, lost, 2); err != nil {
+			t.Fatal(err)
+		}
+		w := e.rebuild(lost)
+		e.write(w, world)
+		e.commit(e.closeForCommit(w))
+		e.wantTarget([]string{target1, target2}[i], world)
+	}
+}
+
+// testRebuildTargetExists: a rebuild never replaces a published file.
+func testRebuildTargetExists(t *testing.T, e *env) {
+	lost := e.publish(target1, hello)
+	w, err := e.backend().Rebuild(e.ctx, lost)
+	if err == nil {
+		w.Close()
+	}
+	wantErr(t, "Rebuild of a published target", err, committer.ErrAlreadyExists)
+	e.wantTarget(target1, hello)
+}
+
+// rebuild starts the rebuild of lost.
+func (e *env) rebuild(lost json.RawMessage) driver.PartWriter {
+	e.t.Helper()
+	w, err := e.backend().Rebuild(e.ctx, lost)
+	if err != nil {
+		e.t.Fatalf("Rebuild(%s): %v", lost, err)
+	}
+	return w
 }
 
 func testResumeMalformed(t *testing.T, e *env) {

@@ -131,6 +131,8 @@ var cases = []testCase{
 	// under the same target (filesink.WithReplayer).
 	{"Rebuild/StagingRemovedBetweenCheckpointAndCommit", testRebuildBeforeCommit},
 	{"Rebuild/StagingRemovedBetweenCheckpointAndResume", testRebuildBeforeResume},
+	{"Rebuild/StagingShorter", testRebuildStagingShorter},
+	{"Rebuild/TargetExists", testRebuildTargetExists},
 
 	// Sweep.
 	{"Sweep/OnlyOrphansOfNamespace", testSweep},

@@ -233,6 +233,22 @@ func (b *Backend) syncDirs() error {
 	return nil
 }
 
+// Rebuild implements driver.Backend: it removes the staging file of lost,
+// if something of it is left, and opens its target again.
+func (b *Backend) Rebuild(ctx context.Context, lost json.RawMessage) (driver.PartWriter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r, err := parse(lost)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.fs.Remove(b.abs(r.Staging)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, vfs.WrapPath("localfs: rebuild "+r.Target, err)
+	}
+	return b.Open(ctx, r.Target)
+}
+
 // Resume implements driver.Backend.
 func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (driver.PartWriter, error) {
 	if err := ctx.Err(); err != nil {

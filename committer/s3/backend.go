@@ -426,6 +426,47 @@ func (b *Backend) Open(ctx context.Context, target string) (driver.PartWriter, e
 	return newWriter(b, record{Kind: kindResumable, Target: target, Key: key, UploadID: *out.UploadId, ID: id}), nil
 }
 
+// Rebuild implements driver.Backend: it aborts every incomplete upload of
+// lost's key (lost's own, if it is still there, and those of rebuilds
+// that a crash stopped before their commit), deletes the upload marker,
+// and opens the target again.
+func (b *Backend) Rebuild(ctx context.Context, lost json.RawMessage) (driver.PartWriter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var k struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(lost, &k); err != nil {
+		return nil, fmt.Errorf("s3: bad record %s: %w", lost, err)
+	}
+	r, err := b.parse(lost, k.Kind)
+	if err != nil {
+		return nil, err
+	}
+	p := s3api.NewListMultipartUploadsPaginator(b.client, &s3api.ListMultipartUploadsInput{Bucket: &b.bucket, Prefix: &r.Key})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx, b.call())
+		if err != nil {
+			return nil, fmt.Errorf("s3: rebuild %s: list its uploads: %w", b.objURL(r.Key), err)
+		}
+		for _, u := range page.Uploads {
+			if aws.ToString(u.Key) != r.Key {
+				continue
+			}
+			_, err := b.client.AbortMultipartUpload(ctx, &s3api.AbortMultipartUploadInput{Bucket: &b.bucket, Key: u.Key, UploadId: u.UploadId}, b.call())
+			if err != nil && !isNoSuchUpload(err) {
+				return nil, fmt.Errorf("s3: rebuild %s: abort upload %s: %w", b.objURL(r.Key), aws.ToString(u.UploadId), err)
+			}
+		}
+	}
+	mkey := b.markerKey(r.Target)
+	if _, err := b.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &b.bucket, Key: &mkey}, b.call()); err != nil {
+		return nil, fmt.Errorf("s3: rebuild %s: delete the upload marker %s: %w", b.objURL(r.Key), b.objURL(mkey), err)
+	}
+	return b.Open(ctx, r.Target)
+}
+
 // putMarker writes the upload marker of target, failing with
 // ErrAlreadyExists if another Open wrote it.
 func (b *Backend) putMarker(ctx context.Context, target, id string) error {
