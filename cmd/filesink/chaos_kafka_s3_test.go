@@ -10,6 +10,7 @@ import (
 )
 
 // TestChaosKill9KafkaS3Lifecycle: Kafka to S3 (sink and state on MinIO),
+// the four partitions' records interleaved in parts of 64 KiB,
 // killed at random at least 40 times; after every other kill every
 // multipart upload of the bucket is aborted and half of the staging tail
 // objects are deleted, as a lifecycle rule would while the job is down.
@@ -25,8 +26,8 @@ func TestChaosKill9KafkaS3Lifecycle(t *testing.T) {
 	bin, broker, in, rng := kafkaChaosSetup(t, true, 1<<20)
 	c := newS3Chaos(t, bin, srv, chaosConfig{name: "kafka"}, nil)
 	args := append([]string{"run", "--bounded", "--source", "kafka://" + broker.Addr + "/" + kafkaChaosTopic,
-		"--sink", c.sink, "--checkpoint-interval", "100ms", "--bucket", "field:word", "--part-size", "256KiB",
-		"--compression", "gzip", "--s3-part-size", "5MiB"}, c.flags...)
+		"--sink", c.sink, "--checkpoint-interval", "50ms", "--part-size", "64KiB",
+		"--s3-part-size", "5MiB"}, c.flags...)
 
 	objects := map[string][]string{} // finished object -> its lines, read once
 	var lostUploads, lostObjects, rebuilt int
@@ -62,8 +63,6 @@ func TestChaosKill9KafkaS3Lifecycle(t *testing.T) {
 					t.Errorf("after run %d: %s holds %.100q, not an input record", run, rel, l)
 				case !rec.committed:
 					t.Errorf("after run %d: record %d of an aborted transaction is in %s", run, id, rel)
-				case !strings.HasPrefix(rel, rec.word+"/"):
-					t.Errorf("after run %d: record %d (word %s) is in %s", run, id, rec.word, rel)
 				}
 				if prev, ok := owner[id]; ok {
 					t.Fatalf("after run %d: record %d is in %s and %s", run, id, prev, rel)
