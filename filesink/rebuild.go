@@ -384,3 +384,23 @@ func (w *Writer) partName(key bucketKey, ext string) string {
 	w.counter++
 	return path.Join(key.path, name)
 }
+
+// RebuiltFiles returns the paths of the files that the manifests of out
+// mark as Rebuilt, in manifest order. Manifests that do not parse are
+// left out (Auditor.Audit reports them). A nil error means every manifest
+// was read.
+func RebuiltFiles(ctx context.Context, out driver.Output) ([]string, error) {
+	manifests, _, err := readManifests(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, m := range manifests {
+		for _, f := range m.Files {
+			if f.Rebuilt {
+				files = append(files, f.Path)
+			}
+		}
+	}
+	return files, nil
+}

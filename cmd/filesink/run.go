@@ -417,15 +417,16 @@ func (j *job) done(log *slog.Logger, res pipeline.Result) {
 		log.Info("done", "checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
 			"rows_sent", rows, "bad_records", bad, "branches_committed", branches, "end_of_input", res.EndOfInput)
 	default:
-		var recs, bad, files, released int64
+		var recs, bad, files, released, rebuilt int64
 		for _, w := range j.writers {
 			recs += w.Stats().Records.Load()
 			bad += w.Stats().BadRecords.Load()
 			files += w.Stats().Committed.Load()
 			released += w.Stats().Released.Load()
+			rebuilt += w.Stats().Rebuilt.Load()
 		}
 		args := []any{"checkpoint", res.Checkpoint, "records", res.Records, "written", recs,
-			"bad_records", bad, "files_published", files, "parts_released", released, "end_of_input", res.EndOfInput}
+			"bad_records", bad, "files_published", files, "parts_released", released, "parts_rebuilt", rebuilt, "end_of_input", res.EndOfInput}
 		if d := j.dropped; d != nil {
 			args = append(args, "records_with_unknown_fields", d.Records(), "unknown_fields_dropped", d.Fields())
 		}

@@ -126,6 +126,13 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		vs = append(vs, mv...)
 		notes = append(notes, "manifests")
+		rebuilt, err := filesink.RebuiltFiles(ctx, t.backend)
+		if err != nil {
+			return err
+		}
+		if n := len(rebuilt); n > 0 {
+			fmt.Fprintf(stdout, "NOTE rebuilt: %d file(s) were made again from the source because the store lost their staged data (their manifests say so; checked like the others), e.g. %s\n", n, rebuilt[0])
+		}
 	}
 	sv, note, err := verifyState(ctx, t, a.state, a.prefix, a.noManifests, &a.s3, live)
 	if err != nil {
