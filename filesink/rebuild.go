@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/driver"
@@ -176,8 +179,15 @@ const rebuildBudget = 8 << 20
 // remake reads the records of e's part again and writes them, as a part
 // named target, to be (open=false: closed for commit; open=true: left open
 // to go on with). It returns the part and checks it against e.Stats.
-func (w *Writer) remake(ctx context.Context, be driver.Backend, e *entry, target string, open bool) (*rebuilt, error) {
+//
+// With plain set, the part is written without compression: its bytes are
+// the records' encoding that a compressed file holds once decompressed
+// (for sameFile).
+func (w *Writer) remake(ctx context.Context, be driver.Backend, e *entry, target string, open, plain bool) (*rebuilt, error) {
 	cfg := w.config
+	if plain {
+		cfg.comp = nil
+	}
 	cfg.dl, cfg.onBad, cfg.pool, cfg.budget = nil, nil, nil, rebuildBudget
 	cfg.policy, cfg.publishOnRoll, cfg.maxOpen, cfg.maxOpenSet = neverRoll{}, false, MinOpenParts, true
 	cfg.target = target
@@ -313,42 +323,85 @@ func (w *Writer) rebuildPending(ctx context.Context, be driver.Backend, e *entry
 		}
 		return &RebuildError{Part: be.FileLocation(target), Lost: lost, Err: err}
 	}
-	r, err := w.remake(ctx, be, e, target, false)
-	if errors.Is(err, committer.ErrAlreadyExists) {
-		// Published already, by a rebuild before a crash: the same bytes?
-		r, err = w.remake(ctx, discardBackend{be}, e, target, false)
-		if err != nil {
+	var r *rebuilt
+	if !errors.Is(lost, committer.ErrAlreadyExists) {
+		// The staged data is lost: write the part again (Backend.Rebuild
+		// clears what is left of it) and publish it.
+		r, err = w.remake(ctx, be, e, target, false, false)
+		if err == nil {
+			if err := be.Commit(ctx, r.pending); err != nil {
+				return fail(err)
+			}
+			w.noteRebuilt(target, e, r, lost)
+			return nil
+		}
+		if !errors.Is(err, committer.ErrAlreadyExists) {
 			return fail(err)
 		}
-		if err := sameFile(ctx, be, target, r); err != nil {
-			return fail(err)
-		}
-	} else if err != nil {
+	}
+	// The target exists: published by a rebuild before a crash, if it
+	// holds the bytes a rebuild gives. Nothing is written: a target that
+	// is somebody else's file leaves the staging data as it is.
+	r, err = w.remake(ctx, discardBackend{be}, e, target, false, true)
+	if err != nil {
 		return fail(err)
-	} else if err := be.Commit(ctx, r.pending); err != nil {
+	}
+	if err := sameFile(ctx, be, target, r); err != nil {
 		return fail(err)
 	}
 	w.noteRebuilt(target, e, r, lost)
 	return nil
 }
 
-// sameFile checks that the published file target holds the bytes r would.
+// sameFile checks that the published file target holds what r, written
+// without compression, holds: its bytes, decompressed by the target's
+// extension (.gz, .zst: the frames of a compressed part follow the
+// writer's buffers, so only its content is fixed). It then sets r's size
+// and CRC-32C to those of the file as published, for its manifest.
 func sameFile(ctx context.Context, be driver.Backend, target string, r *rebuilt) error {
 	rc, err := be.OpenFile(ctx, target)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
+	raw := crc32.New(castagnoli)
+	counted := &countWriter{}
+	tee := io.TeeReader(rc, io.MultiWriter(raw, counted))
+	in := tee
+	switch {
+	case strings.HasSuffix(target, ".gz"):
+		zr, err := gzip.NewReader(in)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", be.FileLocation(target), err)
+		}
+		defer zr.Close()
+		in = zr
+	case strings.HasSuffix(target, ".zst"):
+		zr, err := zstd.NewReader(in)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", be.FileLocation(target), err)
+		}
+		defer zr.Close()
+		in = zr
+	}
 	h := crc32.New(castagnoli)
-	n, err := io.Copy(h, rc)
+	n, err := io.Copy(h, in)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", be.FileLocation(target), err)
 	}
-	if n != r.size || h.Sum32() != r.stats.crc {
-		return fmt.Errorf("%s exists with other bytes: %w", be.FileLocation(target), committer.ErrAlreadyExists)
+	if _, err := io.Copy(io.Discard, tee); err != nil { // the rest of the raw bytes
+		return fmt.Errorf("read %s: %w", be.FileLocation(target), err)
 	}
+	if n != r.size || h.Sum32() != r.stats.crc {
+		return fmt.Errorf("%s exists with other content: %w", be.FileLocation(target), committer.ErrAlreadyExists)
+	}
+	r.size, r.stats.crc = counted.n, raw.Sum32()
 	return nil
 }
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
 // noteRebuilt logs and counts a rebuilt part, and keeps its figures for
 // the manifest of its checkpoint.

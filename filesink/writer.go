@@ -1313,7 +1313,7 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 				return w.lostPart(&e, be.FileLocation(target), err)
 			}
 			lost := err
-			if remade, err = w.remake(ctx, be, &e, target, true); err != nil {
+			if remade, err = w.remake(ctx, be, &e, target, true, false); err != nil {
 				<-w.slots
 				return &RebuildError{Part: be.FileLocation(target), Lost: lost, Err: err}
 			}
