@@ -73,18 +73,6 @@ func chaosSeedFromEnv(t *testing.T) uint64 {
 // no multipart upload and no unreferenced staging object of the sink may be
 // left, and a further run must publish nothing.
 func TestChaosKill9S3(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("needs SIGKILL")
-	}
-	srv := minio.Shared(t)
-	s3ChildEnv(t, srv)
-	bin := buildCLI(t)
-	seed := chaosSeedFromEnv(t)
-	count := int64(chaosCount)
-	if testing.Short() {
-		count = chaosShortCount
-	}
-	want := generated(t, count)
 	configs := []chaosConfig{
 		{
 			name: "jsonl", ext: ".jsonl", parallelism: 1,
@@ -122,21 +110,12 @@ func TestChaosKill9S3(t *testing.T) {
 			},
 		},
 	}
-	for i, c := range configs {
-		t.Run(c.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
-			runChaosS3(t, bin, srv, c, rng, count, want)
-		})
-	}
+	runChaosS3Configs(t, configs, 100)
 }
 
-// TestChaosKill9S3Lifecycle is TestChaosKill9S3 with the staged data of
-// the killed runs lost before some restarts: every multipart upload is
-// aborted and half of the staging objects are deleted, as a bucket's
-// AbortIncompleteMultipartUpload rule would do while the job is down.
-// Every record must still be published exactly once, with no run failing:
-// the parts whose staged data is gone are rebuilt from the source.
-func TestChaosKill9S3Lifecycle(t *testing.T) {
+// runChaosS3Configs runs runChaosS3 for each of configs on the package's
+// MinIO, the k-th with the random stream seedBase+k of the chaos seed.
+func runChaosS3Configs(t *testing.T, configs []chaosConfig, seedBase uint64) {
 	if runtime.GOOS == "windows" {
 		t.Skip("needs SIGKILL")
 	}
@@ -149,6 +128,21 @@ func TestChaosKill9S3Lifecycle(t *testing.T) {
 		count = chaosShortCount
 	}
 	want := generated(t, count)
+	for i, c := range configs {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, seedBase+uint64(i)))
+			runChaosS3(t, bin, srv, c, rng, count, want)
+		})
+	}
+}
+
+// TestChaosKill9S3Lifecycle is TestChaosKill9S3 with the staged data of
+// the killed runs lost before some restarts: every multipart upload is
+// aborted and half of the staging objects are deleted, as a bucket's
+// AbortIncompleteMultipartUpload rule would do while the job is down.
+// Every record must still be published exactly once, with no run failing:
+// the parts whose staged data is gone are rebuilt from the source.
+func TestChaosKill9S3Lifecycle(t *testing.T) {
 	configs := []chaosConfig{
 		{
 			name: "gen-field-zstd", lifecycle: true, kills: 40,
@@ -163,12 +157,7 @@ func TestChaosKill9S3Lifecycle(t *testing.T) {
 			bucket: func(genRecord) (string, error) { return "", nil },
 		},
 	}
-	for i, c := range configs {
-		t.Run(c.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seed, uint64(200+i)))
-			runChaosS3(t, bin, srv, c, rng, count, want)
-		})
-	}
+	runChaosS3Configs(t, configs, 200)
 }
 
 // writeInput writes the generator's records to one file of a new
@@ -348,7 +337,7 @@ var (
 // objects are checkpoint records, the state's lease and staging objects
 // only.
 func (c *s3Chaos) update(run int, decided int64) int {
-	t, ctx := c.t, c.t.Context()
+	t := c.t
 	t.Helper()
 	finished, hidden := c.list()
 	for rel, etag := range c.etags {
@@ -364,17 +353,8 @@ func (c *s3Chaos) update(run int, decided int64) int {
 		if _, ok := c.etags[rel]; ok {
 			continue
 		}
-		key := s3ChaosPrefix + "/" + rel
-		out, err := c.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &c.bucket, Key: &key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(out.Body)
-		out.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if int64(len(b)) != o.size || aws.ToString(out.ETag) != o.etag {
+		b, etag := c.get(rel)
+		if int64(len(b)) != o.size || etag != o.etag {
 			t.Errorf("after run %d: finished object %s changed between LIST and GET", run, rel)
 		}
 		name := filepath.Join(c.mirror, filepath.FromSlash(rel))
@@ -397,6 +377,23 @@ func (c *s3Chaos) update(run int, decided int64) int {
 		t.Errorf("after run %d: hidden objects that are not checkpoint records, the lease or staging objects: %v", run, odd[:min(10, len(odd))])
 	}
 	return c.check.update(run, decided)
+}
+
+// get returns the bytes and the ETag of the object rel of the sink.
+func (c *s3Chaos) get(rel string) ([]byte, string) {
+	t := c.t
+	t.Helper()
+	key := s3ChaosPrefix + "/" + rel
+	out, err := c.client.GetObject(t.Context(), &s3api.GetObjectInput{Bucket: &c.bucket, Key: &key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, aws.ToString(out.ETag)
 }
 
 // keepLog writes the stderr of a run to $FILESINK_CHAOS_LOG_DIR, if set,
