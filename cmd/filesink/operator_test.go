@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/internal/testutil/kafkatest"
@@ -458,12 +459,14 @@ func TestUploadsAbortGroupJob(t *testing.T) {
 }
 
 // TestDataLossMessageAndWayOn: the in-progress file of a decided
-// checkpoint removed behind the job's back: the next run stops with one
-// line that says the part file's records are not in the output, that a
-// plain rerun stops again, and the way on; following it (a new, empty
-// state with --resume-from-output) writes every record exactly once. The
-// same for the whole _filesink directory removed: the refusal says the
-// commit manifests are gone.
+// checkpoint removed behind the job's back, and the Kafka records it held
+// deleted since (retention): the next run cannot rebuild the part, and
+// stops with one line that names the part, the partition's offsets that
+// are gone and why, that a plain rerun stops again, and the way on;
+// following it (a new, empty state with --resume-from-output) writes every
+// record the topic still holds exactly once. The same for the whole
+// _filesink directory removed: the refusal says the commit manifests are
+// gone.
 func TestDataLossMessageAndWayOn(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("kills a process")
@@ -471,13 +474,22 @@ func TestDataLossMessageAndWayOn(t *testing.T) {
 	bin := buildCLI(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	const count = 200000
-	src := fmt.Sprintf("gen://?count=%d", count)
-	cmd := exec.Command(bin, "run", "--source", src, "--sink", out, "--checkpoint-records", "5000", "--checkpoint-interval", "1h", "--progress", "off")
+	kc := kafkatest.Start(t, kafkatest.Topic{Name: kafkaChaosTopic, Partitions: kafkaChaosPartitions})
+	const perPartition = 50000
+	for p := range int32(kafkaChaosPartitions) {
+		var vals []string
+		for i := range perPartition {
+			vals = append(vals, fmt.Sprintf(`{"p":%d,"i":%d,"pad":"%s"}`, p, i, strings.Repeat("x", 100)))
+		}
+		kc.MustProduce(t, kafkaChaosTopic, p, vals...)
+	}
+	src := "kafka://" + kc.Bootstrap() + "/" + kafkaChaosTopic
+	cmd := exec.Command(bin, "run", "--source", src, "--bounded", "--sink", out, "--checkpoint-records", "5000", "--checkpoint-interval", "1h", "--progress", "off")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a checkpoint", func() bool { return decidedNext(t, filepath.Join(out, "_filesink")) > 0 })
+	state := filepath.Join(out, "_filesink")
+	waitFor(t, "a checkpoint", func() bool { newest, _ := kafkaDecided(t, state); return newest != nil })
 	cmd.Process.Kill()
 	cmd.Wait()
 	staged, err := filepath.Glob(filepath.Join(out, ".part-*inprogress"))
@@ -489,14 +501,40 @@ func TestDataLossMessageAndWayOn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for range 2 { // a plain rerun stops the same way, every time
-		r := cli(t, "run", "--source", src, "--sink", out, "--progress", "off")
-		oneLineErr(t, "a run after its in-progress file was removed", r, "data loss", "running the job again stops here again", "--resume-from-output")
+	// Retention passes the newest checkpoint's offsets.
+	newest, _ := kafkaDecided(t, state)
+	cl, err := kc.Client()
+	if err != nil {
+		t.Fatal(err)
 	}
-	mustRun(t, "run", "--source", src, "--sink", out, "--state", filepath.Join(out, "_state2"), "--resume-from-output", "--progress", "off")
+	defer cl.Close()
+	var upTo kadm.Offsets
+	for p, next := range newest.next {
+		upTo.AddOffset(kafkaChaosTopic, p, next, -1)
+	}
+	if _, err := kadm.NewClient(cl).DeleteRecords(t.Context(), upTo); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // a plain rerun stops the same way, every time
+		r := cli(t, "run", "--source", src, "--bounded", "--sink", out, "--progress", "off")
+		oneLineErr(t, "a run after its in-progress file and its records were removed", r, "data loss", "cannot be rebuilt from the source",
+			kafkaChaosTopic+"/", "retention", "a plain rerun stops here again", "--resume-from-output")
+	}
+	mustRun(t, "run", "--source", src, "--bounded", "--sink", out, "--state", filepath.Join(out, "_state2"), "--resume-from-output", "--progress", "off")
 	mustRun(t, "verify", "--deep", "--sink", out, "--state", filepath.Join(out, "_state2"))
-	if n := len(outputLines(t, out)); n != count {
-		t.Errorf("the output holds %d records, want %d", n, count)
+	seen := map[string]bool{}
+	for _, l := range outputLines(t, out) {
+		if seen[l.line] {
+			t.Fatalf("record %.40s is in the output twice", l.line)
+		}
+		seen[l.line] = true
+	}
+	for p := range int32(kafkaChaosPartitions) {
+		for i := newest.next[p]; i < perPartition; i++ {
+			if l := fmt.Sprintf(`{"p":%d,"i":%d,"pad":"%s"}`, p, i, strings.Repeat("x", 100)); !seen[l] {
+				t.Fatalf("record %d of partition %d, which the topic still holds, is not in the output", i, p)
+			}
+		}
 	}
 
 	// rm -rf OUT/_filesink: the refusal says the manifests are gone.

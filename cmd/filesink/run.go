@@ -372,8 +372,9 @@ func explainRunError(ctx context.Context, job *job, err error) error {
 		}
 	}
 	var gone *s3sink.UploadGoneError
-	if job.target == nil || !errors.Is(err, committer.ErrDataLoss) || errors.As(err, &gone) {
-		return err
+	var rebuild *filesink.RebuildError
+	if job.target == nil || !errors.Is(err, committer.ErrDataLoss) || errors.As(err, &gone) || errors.As(err, &rebuild) {
+		return err // they say what to do
 	}
 	return fmt.Errorf("%w; the records of that part file as of the checkpoint that recorded it are not in the output, and running the job again stops here again: "+
 		"if the source still holds them, run the job with a new, empty --state location (keep the old one) and --resume-from-output, which reads the source "+

@@ -28,8 +28,9 @@ checkpoint references it ("referenced by checkpoint 12 (filesink/0, in
 progress)"; in group mode "referenced by lane orders/3 checkpoint 12
 (filesink/0, pending commit)") or "unreferenced"; abort refuses an upload
 that a retained checkpoint references, since aborting it loses that part
-file's records (the next run then fails with a data-loss error), unless
---force is given.
+file's staged data (the next run then reads its records from the source
+again, and fails with a data-loss error if the source no longer has
+them), unless --force is given.
 When the records cannot tell (the state cannot be read, holds no record,
 or a record is corrupt), every upload they do not reference is "unknown"
 and taken as referenced. abort --all aborts the unreferenced uploads and
@@ -215,12 +216,12 @@ func (a *uploadsArgs) abort(ctx context.Context, be *s3sink.Backend, ups []s3sin
 		found = true
 		why, needed := refs.needs(refs.uploads[u.UploadID])
 		if needed && !a.force {
-			refused = append(refused, fmt.Sprintf("uploads abort: %s upload %s: %s: aborting it loses that part file's records (the next run fails with a data-loss error); not aborted (give --force to abort it anyway)", u.Key, u.UploadID, why))
+			refused = append(refused, fmt.Sprintf("uploads abort: %s upload %s: %s: aborting it loses that part file's staged data (the next run must read its records from the source again, and fails with a data-loss error if the source no longer has them); not aborted (give --force to abort it anyway)", u.Key, u.UploadID, why))
 			continue
 		}
 		if needed {
 			// Said before it is done: what the abort loses.
-			fmt.Fprintf(stderr, "filesink: warning: --force: aborting %s upload %s: %s: %s; the next run of this job fails with a data-loss error for that part file\n",
+			fmt.Fprintf(stderr, "filesink: warning: --force: aborting %s upload %s: %s: %s; the next run of this job rebuilds that part file from the source, or fails with a data-loss error if the source no longer has those records\n",
 				u.Key, u.UploadID, why, refs.lossText(refs.uploads[u.UploadID]))
 		}
 		if err := be.AbortUpload(ctx, u.Key, u.UploadID); err != nil {

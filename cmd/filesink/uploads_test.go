@@ -141,7 +141,8 @@ func newOpenUploadJob(t *testing.T) *s3Chaos {
 // checkpoint record of a killed job references, by id and with --all; the
 // next run then finishes the job with every record exactly once and
 // verify --deep passes. With --force, abort goes ahead with a warning, and
-// the next run fails with a data-loss error: what the refusal prevents.
+// the next run rebuilds the part from the source (the generator still has
+// its records) and finishes with every record exactly once.
 func TestUploadsAbortRefusesReferenced(t *testing.T) {
 	c := newOpenUploadJob(t)
 	ref := killWithOpenUpload(t, c)
@@ -188,9 +189,12 @@ func TestUploadsAbortRefusesReferenced(t *testing.T) {
 		t.Errorf("abort --force: upload %s still exists", ref2.uploadID)
 	}
 	r = startRun(t, c2.bin, openUploadArgs(c2, "--checkpoint-interval", "1h"), 0, 3*time.Minute)
-	if r.outcome != failed || !strings.Contains(r.stderr, "data loss") {
-		t.Errorf("the run after abort --force: want a data-loss failure, got %s\n%s", r.state, lastLines(r.stderr, 10))
+	if r.outcome != exitedOK || !strings.Contains(r.stderr, "rebuilt a part from the source") || !strings.Contains(r.stderr, ref2.key[strings.LastIndexByte(ref2.key, '/')+1:]) {
+		t.Fatalf("the run after abort --force: want exit 0 and the part rebuilt, got %s\n%s", r.state, lastLines(r.stderr, 10))
 	}
+	c2.update(2, openUploadCount)
+	c2.check.report(true)
+	c2.checkClean("after the run that rebuilt the aborted part")
 }
 
 // TestUploadsListShowsReferenced: `uploads list` says, for each upload and

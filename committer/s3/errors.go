@@ -13,7 +13,7 @@ import (
 // UploadGoneError reports that a multipart upload no longer exists: one
 // recorded in a checkpoint (found at Resume, or at Commit with no matching
 // object published from it), or one this run was writing. It matches
-// committer.ErrDataLoss. Its message says what is lost and what running
+// committer.ErrDataLoss. Its message says what is gone and what running
 // the job again does.
 type UploadGoneError struct {
 	Bucket   string
@@ -38,16 +38,15 @@ func (e *UploadGoneError) Error() string {
 			"no checkpoint recorded this part file, so running the job again resumes from its last decided checkpoint and writes its records again, once; "+
 			"to keep it from happening again, %s: %v", head, cause, rule, committer.ErrDataLoss)
 	}
-	lost := "the records this part file held as of the newest checkpoint that recorded it are lost from the output"
+	lost := "the staged data of this part file as of the newest checkpoint that recorded it is gone"
 	if e.Writing {
-		lost = "this run's checkpoints recorded this part file: if one of them was decided, its records as of that checkpoint are lost from the output and the next run stops with this error when it resumes it; if none was, running the job again writes them again, once"
+		lost = "this run's checkpoints recorded this part file: if one of them was decided, its staged data as of that checkpoint is gone"
 	} else if e.Committing {
 		lost += " (the object was never published from the upload, or was deleted since)"
 	}
-	return fmt.Sprintf("%s: %s; %s, and a plain rerun stops here again. If the source still holds those records: run the job with a new, empty --state location "+
-		"(keep the old one) and --resume-from-output, which replays the source from the beginning and skips every record "+
-		"the output's commit manifests list, so they are written again, once (a fresh state without --resume-from-output would write everything twice); "+
-		"then %s: %v", head, cause, lost, rule, committer.ErrDataLoss)
+	return fmt.Sprintf("%s: %s; %s: the file sink makes it again from the source records its checkpoint lists (filesink.WithReplayer), "+
+		"and stops with a data-loss error naming those records only when the source no longer has them; "+
+		"to keep it from happening again, %s: %v", head, cause, lost, rule, committer.ErrDataLoss)
 }
 
 // Unwrap returns committer.ErrDataLoss.
