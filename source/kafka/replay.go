@@ -62,38 +62,56 @@ func (r *Replayer) Replay(ctx context.Context, input string, runs [][2]int64, fn
 	if err != nil {
 		return err
 	}
-	adm, _, err := adminClient(opts)
+	end, err := r.bounds(ctx, opts, topic, partition, first, last, gone)
 	if err != nil {
 		return err
+	}
+	return r.fetch(ctx, opts, input, topic, partition, runs, end, gone, fn)
+}
+
+// bounds checks that the partition still holds first..last and returns
+// its last stable offset.
+func (r *Replayer) bounds(ctx context.Context, opts []kgo.Opt, topic string, partition int32, first, last int64, gone func(string) error) (int64, error) {
+	adm, _, err := adminClient(opts)
+	if err != nil {
+		return 0, err
 	}
 	defer adm.Close()
 	ac := kadm.NewClient(adm)
 	starts, err := ac.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return r.v.listErr("start offsets", err)
+		return 0, r.v.listErr("start offsets", err)
 	}
 	ends, err := ac.ListCommittedOffsets(ctx, topic)
 	if err != nil {
-		return r.v.listErr("last stable offsets", err)
+		return 0, r.v.listErr("last stable offsets", err)
 	}
 	k := tp{topic, partition}
 	start, err := lookup(starts, k, "start offset")
 	if err != nil {
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return gone("the topic or partition no longer exists")
+			return 0, gone("the topic or partition no longer exists")
 		}
-		return err
+		return 0, err
 	}
 	end, err := lookup(ends, k, "last stable offset")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	switch {
 	case start > first:
-		return gone(fmt.Sprintf("the partition starts at offset %d now (retention or deleted records)", start))
+		return 0, gone(fmt.Sprintf("the partition starts at offset %d now (retention or deleted records)", start))
 	case end <= last:
-		return gone(fmt.Sprintf("the partition ends at offset %d now (the topic was recreated)", end))
+		return 0, gone(fmt.Sprintf("the partition ends at offset %d now (the topic was recreated)", end))
 	}
+	return end, nil
+}
+
+// fetch consumes the partition from the first offset of runs and calls
+// fn with the records of runs, up to the last one (or end, the last
+// stable offset).
+func (r *Replayer) fetch(ctx context.Context, opts []kgo.Opt, input, topic string, partition int32, runs [][2]int64, end int64, gone func(string) error, fn func(source.Record) error) error {
+	first, last := runs[0][0], runs[len(runs)-1][1]
 	cl, err := kgo.NewClient(append(opts,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(first)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
