@@ -701,7 +701,9 @@ runs:
 	if len(c.etags) == 0 {
 		t.Errorf("no output objects")
 	}
-	c.checkClean("after the run that exited 0")
+	if !cfg.lifecycle {
+		c.checkClean("after the run that exited 0")
+	}
 
 	// A further run of the finished job publishes nothing.
 	before := c.finishedSnapshot()
@@ -729,6 +731,12 @@ runs:
 	}
 	if left := c.uploadsLeft(); len(left) > 0 {
 		t.Errorf("after a further run: %d incomplete multipart upload(s) left: %v", len(left), left)
+	}
+	if cfg.lifecycle {
+		// Staging objects of uploads the "lifecycle rule" aborted can
+		// outlive the run that finished the job; the recovery sweep of
+		// the next run removes them.
+		c.checkClean("after a further run")
 	}
 }
 

@@ -428,8 +428,8 @@ func (b *Backend) Open(ctx context.Context, target string) (driver.PartWriter, e
 
 // Rebuild implements driver.Backend: it aborts every incomplete upload of
 // lost's key (lost's own, if it is still there, and those of rebuilds
-// that a crash stopped before their commit), deletes the upload marker,
-// and opens the target again.
+// that a crash stopped before their commit), deletes lost's tail objects
+// and the upload marker, and opens the target again.
 func (b *Backend) Rebuild(ctx context.Context, lost json.RawMessage) (driver.PartWriter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -460,9 +460,15 @@ func (b *Backend) Rebuild(ctx context.Context, lost json.RawMessage) (driver.Par
 			}
 		}
 	}
-	mkey := b.markerKey(r.Target)
-	if _, err := b.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &b.bucket, Key: &mkey}, b.call()); err != nil {
-		return nil, fmt.Errorf("s3: rebuild %s: delete the upload marker %s: %w", b.objURL(r.Key), b.objURL(mkey), err)
+	// The lost record's tail objects (a resumable's), and the marker.
+	keys := []string{b.markerKey(r.Target)}
+	for _, t := range r.Tail {
+		keys = append(keys, t.Key)
+	}
+	for _, k := range keys {
+		if _, err := b.client.DeleteObject(ctx, &s3api.DeleteObjectInput{Bucket: &b.bucket, Key: &k}, b.call()); err != nil {
+			return nil, fmt.Errorf("s3: rebuild %s: delete its staging object %s: %w", b.objURL(r.Key), b.objURL(k), err)
+		}
 	}
 	return b.Open(ctx, r.Target)
 }
