@@ -75,6 +75,7 @@ func (b *Backend) staging(ctx context.Context, match func(base string) bool, upl
 			prefix += "/"
 		}
 		listed := false
+		var unsure []s3types.MultipartUpload
 		add := func(u s3types.MultipartUpload) error {
 			listed = true
 			rel, ok := strings.CutPrefix(aws.ToString(u.Key), prefix)
@@ -89,13 +90,44 @@ func (b *Backend) staging(ctx context.Context, match func(base string) bool, upl
 			// and every upload for none: an upload whose marker is gone
 			// (a paused owner created it after a sweep deleted the marker
 			// of an upload not yet there) is found only that way.
-			err = b.listUploads(ctx, "", add)
+			err = b.listUploads(ctx, "", func(u s3types.MultipartUpload) error {
+				rel, ok := strings.CutPrefix(aws.ToString(u.Key), prefix)
+				if ok && sets[rel] == nil && checkTarget(rel) == nil && match(path.Base(rel)) {
+					unsure = append(unsure, u)
+				}
+				return nil
+			})
+		}
+		if err == nil {
+			err = b.addExisting(ctx, unsure, prefix, get)
 		}
 		if err != nil {
 			return nil, nil, err
 		}
 	}
 	return sets, unknown, nil
+}
+
+// addExisting adds the targets of the uploads that MinIO's bucket-wide
+// listing gave and that exist. That listing comes from the server's
+// memory: an upload whose CompleteMultipartUpload was cut short by a
+// client that disconnected stays listed there (for a day) after its data
+// is gone or published, although it can neither be listed under its key,
+// nor aborted, nor completed. ListParts tells.
+func (b *Backend) addExisting(ctx context.Context, ups []s3types.MultipartUpload, prefix string, get func(string) *stagingSet) error {
+	for _, u := range ups {
+		rel := strings.TrimPrefix(aws.ToString(u.Key), prefix)
+		exists, err := b.uploadExists(ctx, record{Key: aws.ToString(u.Key), UploadID: aws.ToString(u.UploadId)})
+		if err != nil {
+			return fmt.Errorf("s3: %s: %w", b.objURL(aws.ToString(u.Key)), err)
+		}
+		if exists {
+			get(rel)
+		} else {
+			b.o.log.Debug("s3: an upload the store lists no longer exists (ignored)", "key", aws.ToString(u.Key), "upload_id", aws.ToString(u.UploadId))
+		}
+	}
+	return nil
 }
 
 func (b *Backend) listObjects(ctx context.Context, prefix string, fn func(s3types.Object) error) error {
