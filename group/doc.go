@@ -20,4 +20,12 @@
 // partition and the owner epoch ("PREFIX-TOPIC.PARTITION-eEPOCH-..."), so a
 // lane's staging data is told apart from every other lane's and from older
 // and newer owners' of the same lane.
+//
+// A job never waits for a rebalance to make progress (heal.go): a lane the
+// group assigns to a process whose run of it stopped (a failed takeover, a
+// fence by an owner that has left) is taken again by that process, and a
+// partition with records to read that the stable group assigns to no
+// member makes every process ask for a rebalance after Config.HealAfter.
+// The group's committed offsets follow every lane's decided position, so
+// consumer-group lag tools read the job's true lag.
 package group

@@ -71,8 +71,17 @@ type Config struct {
 	// lane started or stopped. The calls are serialized (never two at a
 	// time, never an older total after a newer one) and must not block.
 	Progress func(Progress)
+	// HealAfter is how long partitions with records to read may stay
+	// assigned to no member of the stable group before this process asks
+	// for a rebalance (logged at WARN, Events.Healed): 0 means three
+	// session timeouts, a negative value never. Whatever its value, a
+	// lane the group assigns to this process whose run stopped (a failed
+	// takeover, a fence by an owner that lost it since) is taken again
+	// within a sixth of the session timeout (at most 5 s).
+	HealAfter time.Duration
 	// Hook, if set, is called at named points of a takeover and a handoff
-	// ("assign:acquired", "lane:swept", "revoke:stopped"):
+	// ("assign:acquired", "lane:swept", "revoke:stopped", and
+	// "job:swept" after the end-of-job sweep of a finished lane):
 	// an error returned stops the lane as a crash there would (tests).
 	Hook func(point string, lane kafka.LaneID) error
 }
@@ -89,6 +98,10 @@ type Events struct {
 	Fenced func(lane kafka.LaneID)
 	// Stopped: the lane's run ended (released, fenced, lost or finished).
 	Stopped func(lane kafka.LaneID)
+	// Healed: partitions with records to read were assigned to no member
+	// of the group for Config.HealAfter; this process asked for a
+	// rebalance.
+	Healed func(lanes []kafka.LaneID)
 	// Committed: the lane's checkpoint is committed up to offset next;
 	// hwm is the partition's high watermark in the newest fetch (0 if
 	// unknown): hwm - next is the lane's lag.
@@ -120,6 +133,8 @@ type Result struct {
 	Checkpoints        uint64 // lane checkpoints completed
 	Fenced             int64  // lanes stopped because another owner took them
 	Released           int64  // lanes handed off cleanly
+	Retaken            int64  // lanes taken again while the group assigned them (see Config.HealAfter)
+	Healed             int64  // rebalances asked for: partitions assigned to no member
 	Finished           bool   // bounded: every lane of the job is done
 }
 
@@ -158,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &runner{cfg: cfg, lanes: map[kafka.LaneID]*lane{}, fatal: make(chan error, 1), laneDone: make(chan struct{}, 1),
+	r := &runner{cfg: cfg, lanes: map[kafka.LaneID]*lane{}, retake: map[kafka.LaneID]bool{}, fatal: make(chan error, 1), laneDone: make(chan struct{}, 1),
 		joined: make(chan struct{}), runID: newRunID(), progress: &progress{report: cfg.Progress}}
 	r.host, _ = os.Hostname()
 	g, err := kafka.JoinGroup(ctx, cfg.Kafka, r)
@@ -181,7 +196,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	polled := make(chan error, 1)
 	go func() { polled <- g.Run(ctx) }()
+	hctx, hcancel := context.WithCancel(ctx)
+	healed := make(chan struct{})
+	go func() { defer close(healed); r.heal(hctx) }()
 	err = r.wait(ctx, polled)
+	hcancel()
+	<-healed
 	// A clean end hands every lane off; an error stops them where they
 	// are, as a crash would (their next owners take them over).
 	r.stopAll(err == nil)
@@ -298,15 +318,18 @@ type runner struct {
 	mu    sync.Mutex
 	lanes map[kafka.LaneID]*lane
 
-	progress               *progress // the totals of the lane runs
-	runs, fenced, released atomic.Int64
-	finished               atomic.Bool
+	retake   map[kafka.LaneID]bool // lanes to take again (heal.go), under mu
+	retakeMu sync.Mutex            // held from kafka.Group.Retake until the lane runs
+
+	progress                                *progress // the totals of the lane runs
+	runs, fenced, released, retaken, healed atomic.Int64
+	finished                                atomic.Bool
 }
 
 func (r *runner) result() Result {
 	p := r.progress.get()
 	return Result{Lanes: r.runs.Load(), Records: p.Records, Committed: p.Committed, Checkpoints: uint64(p.Checkpoints),
-		Fenced: r.fenced.Load(), Released: r.released.Load(), Finished: r.finished.Load()}
+		Fenced: r.fenced.Load(), Released: r.released.Load(), Retaken: r.retaken.Load(), Healed: r.healed.Load(), Finished: r.finished.Load()}
 }
 
 // fail ends the run with err (the first one wins).

@@ -30,9 +30,20 @@ type lane struct {
 	cancel   context.CancelFunc // ends the run without a final checkpoint
 	done     chan struct{}      // closed when the run returned
 	revoked  atomic.Int64       // when the handoff began, Unix ns (for Events.Released)
+	offered  atomic.Int64       // the offset last committed to the group (committed), -1: none
 }
 
 func (l *lane) requestStop() { l.stopOnce.Do(func() { close(l.stop) }) }
+
+// stopped reports whether the lane's run returned.
+func (l *lane) stopped() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // laneStore is the lane's state as its pipeline's checkpoint store. It
 // remembers the last record it was asked to write, which a write whose
@@ -119,48 +130,90 @@ func (r *runner) Assigned(ctx context.Context, generation int32, ids []kafka.Lan
 	}
 	out := map[kafka.LaneID]json.RawMessage{}
 	for _, id := range ids {
-		pos, ok := r.takeOver(ctx, id, owner, first[id], start)
-		if ok {
+		pos, took := r.takeOver(ctx, id, owner, first[id], start, takeOpts{})
+		switch took {
+		case tookOver:
 			out[id] = pos
+		case notTaken:
+			r.retakeLater(id)
 		}
 	}
 	return out
 }
 
+// takeResult is what came of a takeover.
+type takeResult int
+
+const (
+	tookOver  takeResult = iota
+	notTaken             // it failed: to be tried again while the group assigns the lane
+	laneDone             // the lane is finished: nothing to read
+	runFailed            // the process's run ends (r.fail)
+)
+
+// takeOpts are the options of a takeover outside a rebalance (retake).
+type takeOpts struct {
+	// gone, if set, lifts the generation tie-break for owners it reports
+	// gone from the group (s3.LaneStore.IgnoreGenerationOf).
+	gone func(s3.LaneOwner) bool
+	// retake: the partition is assigned already; its fetch moves to the
+	// lane's position (kafka.Group.Retake) before the lane runs.
+	retake bool
+}
+
 // takeOver acquires lane id and starts its run, returning the position to
-// read it from; false if it is not to be read.
-func (r *runner) takeOver(ctx context.Context, id kafka.LaneID, owner s3.LaneOwner, first json.RawMessage, start time.Time) (json.RawMessage, bool) {
+// read it from.
+func (r *runner) takeOver(ctx context.Context, id kafka.LaneID, owner s3.LaneOwner, first json.RawMessage, start time.Time,
+	o takeOpts) (json.RawMessage, takeResult) {
 	ls := s3.NewLaneStore(r.cfg.State, id.Topic, id.Partition)
+	if o.gone != nil {
+		ls.IgnoreGenerationOf(o.gone)
+	}
 	head, err := ls.Acquire(ctx, owner, func() *recovery.Checkpoint {
 		return &recovery.Checkpoint{ID: 0, Time: time.Now(), Source: first}
 	})
 	switch {
 	case errors.Is(err, s3.ErrStaleGeneration):
 		r.cfg.Logger.Info("lane not taken over: a newer generation owns it", "lane", id.String(), "generation", owner.Generation, "err", err)
-		return nil, false
+		return nil, notTaken
 	case err != nil:
 		r.cfg.Logger.Warn("lane not taken over", "lane", id.String(), "err", err)
-		return nil, false
+		return nil, notTaken
 	}
 	if err := r.hook("assign:acquired", id); err != nil {
 		r.fail(err)
-		return nil, false
+		return nil, runFailed
 	}
 	if head.Done {
 		// Nothing to read. What paused owners left in it is swept by the
 		// process that finds the job finished (sweepFinished).
 		r.cfg.Logger.Info("lane finished earlier: nothing to read", "lane", id.String(), "epoch", head.Epoch)
-		return nil, false
+		return nil, laneDone
 	}
 	if head.Checkpoint == nil || len(head.Checkpoint.Source) == 0 {
 		r.fail(&recovery.CorruptError{File: ls.Key(), Reason: "the lane state has no source position", Err: recovery.ErrCorruptCheckpoint})
-		return nil, false
+		return nil, runFailed
 	}
+	if o.retake {
+		// A revocation waits (take) until the lane runs, to stop it.
+		r.retakeMu.Lock()
+		defer r.retakeMu.Unlock()
+		if err := r.g.Retake(id, head.Checkpoint.Source); err != nil {
+			r.cfg.Logger.Info("lane not taken again", "lane", id.String(), "err", err)
+			return nil, notTaken
+		}
+	}
+	return head.Checkpoint.Source, r.startLane(ctx, id, ls, head, start)
+}
+
+// startLane starts the run of lane id, acquired as head.
+func (r *runner) startLane(ctx context.Context, id kafka.LaneID, ls *s3.LaneStore, head *s3.LaneHead, start time.Time) takeResult {
 	l := &lane{
 		Lane:  Lane{ID: id, Epoch: head.Epoch, Name: LaneName(r.cfg.Prefix, id)},
 		store: &laneStore{LaneStore: ls, decided: head.Checkpoint},
 		stop:  make(chan struct{}), done: make(chan struct{}),
 	}
+	l.offered.Store(-1)
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
 	r.mu.Lock()
@@ -175,7 +228,7 @@ func (r *runner) takeOver(ctx context.Context, id kafka.LaneID, owner s3.LaneOwn
 		f(id, head.Epoch, time.Since(start))
 	}
 	go r.runLane(lctx, l, head)
-	return head.Checkpoint.Source, true
+	return tookOver
 }
 
 // runLane runs lane l from head, the state it took over, until it is
@@ -257,10 +310,15 @@ func (r *runner) runLane(ctx context.Context, l *lane, head *s3.LaneHead) {
 }
 
 // committed offers the group the lane's committed offset, for lag
-// dashboards (never read back).
-func (r *runner) committed(ctx context.Context, l *lane, id uint64) {
-	c, err := l.store.Get(ctx, id)
-	if err != nil {
+// dashboards (never read back), after every checkpoint: the position of
+// the record last decided (an idle lane's checkpoint writes none), sent
+// when it passed what the group has, so that a commit that failed is
+// made at the next checkpoint, also when the lane has gone idle.
+func (r *runner) committed(ctx context.Context, l *lane, _ uint64) {
+	l.store.mu.Lock()
+	c := l.store.decided
+	l.store.mu.Unlock()
+	if c == nil || len(c.Source) == 0 {
 		return
 	}
 	_, next, _, err := kafka.LanePosition(c.Source)
@@ -274,11 +332,18 @@ func (r *runner) committed(ctx context.Context, l *lane, id uint64) {
 		}
 		f(l.ID, next, hwm)
 	}
+	if next <= l.offered.Load() {
+		return
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := r.g.CommitLane(cctx, l.ID, next); err != nil && ctx.Err() == nil {
-		r.cfg.Logger.Debug("committing the lane's offset to the group failed (monitoring only)", "lane", l.ID.String(), "err", err)
+	if err := r.g.CommitLane(cctx, l.ID, next); err != nil {
+		if ctx.Err() == nil {
+			r.cfg.Logger.Debug("committing the lane's offset to the group failed (monitoring only; tried again at the next checkpoint)", "lane", l.ID.String(), "err", err)
+		}
+		return
 	}
+	l.offered.Store(next)
 }
 
 // laneFailed handles the end of a lane's run by err: a fence or a loss
@@ -293,8 +358,10 @@ func (r *runner) laneFailed(ctx context.Context, l *lane, err error) {
 			f(l.ID)
 		}
 		r.sweepFenced(ctx, l)
-	case ctx.Err() != nil:
-		r.cfg.Logger.Info("lane stopped without a final checkpoint (lost or aborted)", "lane", l.ID.String(), "epoch", l.Epoch)
+		r.retakeLater(l.ID)
+	case ctx.Err() != nil || !r.g.Holds(l.ID):
+		// Lost, aborted, or revoked while it was being taken again.
+		r.cfg.Logger.Info("lane stopped without a final checkpoint (lost or aborted)", "lane", l.ID.String(), "epoch", l.Epoch, "err", err)
 	default:
 		r.fail(err)
 	}
@@ -332,7 +399,9 @@ func (r *runner) sweepOlder(ctx context.Context, l *lane, head *s3.LaneHead) err
 // sweepFinished takes every finished lane over once more and sweeps what
 // older owners left in it: uploads that a paused process started after
 // the lane's last takeover, when it woke, before it found the lane gone.
-// A lane a newer generation owns is left to that owner.
+// Of the processes that find the job finished, the first to claim a lane
+// (s3.LaneStore.ClaimSweep) sweeps it; the others leave it. A lane a
+// newer generation owns is left to that owner.
 func (r *runner) sweepFinished(ctx context.Context) {
 	heads, err := s3.ListLanes(ctx, r.cfg.State)
 	if err != nil {
@@ -341,23 +410,24 @@ func (r *runner) sweepFinished(ctx context.Context) {
 	}
 	owner := s3.LaneOwner{Member: r.g.MemberID(), Generation: r.g.Generation(), Host: r.host, PID: os.Getpid(), RunID: r.runID}
 	for _, h := range heads {
-		if !h.Done {
+		if !h.Done || h.Swept {
 			continue
 		}
 		id := kafka.LaneID{Topic: h.Topic, Partition: h.Partition}
-		head, err := s3.NewLaneStore(r.cfg.State, h.Topic, h.Partition).Acquire(ctx, owner, nil)
+		head, err := s3.NewLaneStore(r.cfg.State, h.Topic, h.Partition).ClaimSweep(ctx, owner)
 		if err != nil {
-			if !errors.Is(err, s3.ErrStaleGeneration) {
+			if !errors.Is(err, s3.ErrStaleGeneration) && !errors.Is(err, s3.ErrSwept) {
 				r.cfg.Logger.Warn("sweeping a finished lane: taking it over failed (the next takeover sweeps it)", "lane", id.String(), "err", err)
 			}
-			continue
-		}
-		if !head.Done {
 			continue
 		}
 		l := &lane{Lane: Lane{ID: id, Epoch: head.Epoch, Name: LaneName(r.cfg.Prefix, id)}}
 		if err := r.sweepOlder(ctx, l, head); err != nil {
 			r.cfg.Logger.Warn("sweeping a finished lane's older staging (the next takeover sweeps it)", "lane", id.String(), "err", err)
+			continue
+		}
+		if err := r.hook("job:swept", id); err != nil {
+			r.cfg.Logger.Warn("end-of-job sweep", "lane", id.String(), "err", err)
 		}
 	}
 }
@@ -408,6 +478,8 @@ func (r *runner) Lost(ctx context.Context, ids []kafka.LaneID) {
 
 // take removes the lanes of ids from the running set and returns them.
 func (r *runner) take(ids []kafka.LaneID) []*lane {
+	r.retakeMu.Lock()
+	defer r.retakeMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*lane

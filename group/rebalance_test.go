@@ -75,9 +75,15 @@ func TestGroupBounded(t *testing.T) {
 	ctx := t.Context()
 	e := newEnv(t, partitions)
 	e.produce(ctx, 200)
-	a := e.start(ctx, true, nil)
-	b := e.start(ctx, true, nil)
-	for _, m := range []*member{a, b} {
+	waitFinished(t, e.start(ctx, true, nil), e.start(ctx, true, nil))
+	e.check(ctx)
+}
+
+// waitFinished waits, up to 2 minutes, for bounded members to return
+// with the job finished.
+func waitFinished(t *testing.T, ms ...*member) {
+	t.Helper()
+	for _, m := range ms {
 		select {
 		case <-m.done:
 		case <-time.After(2 * time.Minute):
@@ -87,7 +93,6 @@ func TestGroupBounded(t *testing.T) {
 			t.Fatalf("bounded member: %+v, %v", m.res, m.err)
 		}
 	}
-	e.check(ctx)
 }
 
 // errCrash is what a hook returns to crash a member at its point.

@@ -98,9 +98,6 @@ const (
 	// groupChaosDrain bounds the wait, after the events, for every process
 	// to exit.
 	groupChaosDrain = 3 * time.Minute
-	// groupChaosStall is how long no lane HEAD may change, after the
-	// events, before nudge makes the group rebalance.
-	groupChaosStall = 30 * time.Second
 	// groupChaosLanes is the state prefix of the lanes' HEAD objects,
 	// relative to the bucket.
 	groupChaosLanes = s3ChaosPrefix + "/_filesink/lanes/"
@@ -751,20 +748,12 @@ func (g *groupChaos) drain() {
 	g.wake(true)
 	deadline := time.Now().Add(groupChaosDrain)
 	restarts := 0
-	var sig string // the lanes' HEAD versions, to see them move
-	moved, checked := time.Now(), time.Now()
+	// No outside help: a partition the group leaves unassigned, or a
+	// lane a process stopped running while the group still assigns it,
+	// must be healed by the processes themselves (group/heal.go).
 	for {
 		g.reap()
 		empty := g.freeSlot() >= 0 && len(g.live(true)) == 0 && len(g.paused()) == 0
-		if !empty && !g.done && time.Since(checked) >= time.Second {
-			checked = time.Now()
-			if s := g.headVersions(); s != sig {
-				sig, moved = s, time.Now()
-			} else if time.Since(moved) >= groupChaosStall {
-				g.nudge()
-				moved = time.Now()
-			}
-		}
 		switch {
 		case empty && g.done:
 			g.note("every process exited")
@@ -780,46 +769,6 @@ func (g *groupChaos) drain() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// headVersions describes the lanes' HEADs (seq and done of each), to tell
-// whether any lane moved.
-func (g *groupChaos) headVersions() string {
-	lanes, err := g.readLanes()
-	if err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	for _, l := range lanes {
-		fmt.Fprintf(&b, "%s/%d:%d:%v ", l.head.Topic, l.head.Partition, l.head.Seq, l.head.Done)
-	}
-	return b.String()
-}
-
-// nudge starts a process, or restarts one, so that the group rebalances:
-// after heavy churn, kfake's group has been seen to stay stable with
-// partitions assigned to no member (cooperative-sticky withholding them
-// for a revocation no member makes), every process idle and the job
-// unfinished. It is logged and counted, not a failure: the test is about
-// what is published, and a new member is what an operator would add.
-func (g *groupChaos) nudge() {
-	g.counts["nudge"]++
-	if slot := g.freeSlot(); slot >= 0 {
-		g.start(slot)
-		g.note("no lane HEAD changed for %v with the job unfinished (a partition the group assigns to no member?): started %v to make the group rebalance\n%s",
-			groupChaosStall, g.members[slot], g.lanesText())
-		return
-	}
-	live := g.live(false)
-	if len(live) == 0 {
-		return
-	}
-	m := live[0]
-	m.p.Kill()
-	g.members[m.slot] = nil
-	g.start(m.slot)
-	g.note("no lane HEAD changed for %v with the job unfinished (a partition the group assigns to no member?): kill -9 %v and started %v to make the group rebalance\n%s",
-		groupChaosStall, m, g.members[m.slot], g.lanesText())
 }
 
 // failDrain fails the test: the processes did not all exit in time.

@@ -64,7 +64,8 @@ func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[str
 	// checkpoints); records_read may be more, when a lane stopped without
 	// a final checkpoint (its next owner reads the rest again).
 	log.Info("done", "group", f.group.name, "lanes_run", res.Lanes, "records", res.Committed, "records_read", res.Records,
-		"lane_checkpoints", res.Checkpoints, "lanes_released", res.Released, "lanes_fenced", res.Fenced, "job_finished", res.Finished)
+		"lane_checkpoints", res.Checkpoints, "lanes_released", res.Released, "lanes_fenced", res.Fenced,
+		"lanes_retaken", res.Retaken, "rebalances_forced", res.Healed, "job_finished", res.Finished)
 	return nil
 }
 
@@ -149,7 +150,7 @@ func (f *runFlags) groupMetrics(cfg *group.Config) {
 	m := f.metrics
 	lanes := m.Lanes()
 	cfg.Events = &group.Events{Assigned: lanes.Assigned, Released: lanes.Released, Fenced: lanes.Fenced,
-		Stopped: lanes.Stopped, Committed: lanes.Committed}
+		Stopped: lanes.Stopped, Committed: lanes.Committed, Healed: lanes.Healed}
 	cfg.LaneEvents = func(group.Lane) pipeline.EventListener { return m.Events() }
 	newSinks := cfg.NewSinks
 	cfg.NewSinks = func(ctx context.Context, lane group.Lane) ([]pipeline.Sink, error) {

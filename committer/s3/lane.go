@@ -84,6 +84,9 @@ type LaneHead struct {
 	Owner     LaneOwner `json:"owner"`
 	Released  bool      `json:"released"` // the owner handed it off cleanly
 	Done      bool      `json:"done"`     // bounded: the lane reached its end and all is committed
+	// Swept: a finished lane that one process took over once more to
+	// sweep what older owners left (ClaimSweep); no other process does.
+	Swept bool `json:"swept,omitempty"`
 	// Checkpoint is the lane's newest record; nil before the first one.
 	Checkpoint *recovery.Checkpoint `json:"checkpoint,omitempty"`
 	Updated    time.Time            `json:"updated"`
@@ -367,9 +370,36 @@ type LaneStore struct {
 	doubt  [][]byte   // versions written with an unknown outcome, which may land later
 	fenced error      // once fenced: the error every call returns
 	hook   func(point string) error
+
+	ownerGone  func(LaneOwner) bool // see IgnoreGenerationOf; set before Acquire
+	claimSweep bool                 // Acquire claims the end-of-job sweep (ClaimSweep)
+}
+
+// ErrSwept is matched by the error of ClaimSweep when another process
+// claimed the lane's end-of-job sweep (or the lane is not finished).
+var ErrSwept = errors.New("lane swept by another process, or not finished")
+
+// ClaimSweep is Acquire for the end-of-job sweep of a finished lane: the
+// HEAD it writes is also marked Swept, in the same conditional write, and
+// a HEAD already marked (or not Done) is refused with an error matching
+// ErrSwept. Of the processes that find the job finished, one sweeps each
+// lane.
+func (l *LaneStore) ClaimSweep(ctx context.Context, owner LaneOwner) (*LaneHead, error) {
+	l.claimSweep = true
+	return l.Acquire(ctx, owner, nil)
 }
 
 var _ recovery.Store = (*LaneStore)(nil)
+
+// IgnoreGenerationOf makes Acquire take the lane over from a HEAD owner
+// with a newer group generation when gone reports that owner is no longer
+// a member of the group: the group was deleted (its offsets expired, an
+// operator removed it) and its generations began again, so the recorded
+// generation proves nothing. The fence does not rest on generations (the
+// conditional write does): this only lifts the tie-break that keeps a
+// member with an outdated assignment from taking a lane from a newer one.
+// Call it before Acquire; not safe for concurrent use with Acquire.
+func (l *LaneStore) IgnoreGenerationOf(gone func(LaneOwner) bool) { l.ownerGone = gone }
 
 // laneAttempts bounds the rounds of Acquire that end in a conflict with
 // another writer of the HEAD.
@@ -581,6 +611,9 @@ func (l *LaneStore) Acquire(ctx context.Context, owner LaneOwner, init func() *r
 // takeover returns the head that takes cur (nil: none) over for owner.
 func (l *LaneStore) takeover(cur *LaneHead, owner LaneOwner, init func() *recovery.Checkpoint) (*LaneHead, error) {
 	now := time.Now().UTC()
+	if l.claimSweep && (cur == nil || cur.Swept || !cur.Done) {
+		return nil, fmt.Errorf("lane %s: %w", l.url(), ErrSwept)
+	}
 	if cur == nil {
 		var c *recovery.Checkpoint
 		if init != nil {
@@ -589,7 +622,7 @@ func (l *LaneStore) takeover(cur *LaneHead, owner LaneOwner, init func() *recove
 		return &LaneHead{V: LaneHeadVersion, Topic: l.topic, Partition: l.partition, Epoch: 1, Seq: 1,
 			Owner: owner, Checkpoint: c, Updated: now}, nil
 	}
-	if cur.Owner.Generation > owner.Generation {
+	if cur.Owner.Generation > owner.Generation && (l.ownerGone == nil || !l.ownerGone(cur.Owner)) {
 		return nil, fmt.Errorf("lane %s: this owner's group generation %d is older than generation %d of the lane's owner (member %q, owner epoch %d): %w",
 			l.url(), owner.Generation, cur.Owner.Generation, cur.Owner.Member, cur.Epoch, ErrStaleGeneration)
 	}
@@ -599,6 +632,7 @@ func (l *LaneStore) takeover(cur *LaneHead, owner LaneOwner, init func() *recove
 	next.Owner = owner
 	next.Released = false
 	next.Updated = now
+	next.Swept = cur.Swept || l.claimSweep
 	return &next, nil
 }
 

@@ -191,11 +191,19 @@ type Group struct {
 	pollCancel context.CancelFunc // cancels Run's poll in progress
 	resumeQ    []*LaneSource      // full lanes Next drained (wake)
 
-	mu      sync.Mutex
-	lanes   map[LaneID]*LaneSource // the lanes assigned and not revoked
-	fetchAt map[LaneID]int64       // where to fetch each lane from (AdjustFetchOffsetsFn)
-	paused  map[LaneID]bool        // partitions Run paused for lanes closed, revoked or done
+	retakeQ []*LaneSource // lanes Retake started: Run sets their offsets
+
+	mu       sync.Mutex
+	lanes    map[LaneID]*LaneSource // the lanes assigned and not revoked
+	retaking map[LaneID]*LaneSource // lanes Retake made, until Run moved their fetch
+	assigned map[LaneID]bool        // the partitions the group assigns to this member
+	fetchAt  map[LaneID]int64       // where to fetch each lane from (AdjustFetchOffsetsFn); parked: a lane left out
+	paused   map[LaneID]bool        // partitions Run paused for lanes closed, revoked or done
 }
+
+// parked is the fetchAt of a partition whose lane the Handler left out:
+// it gets a cursor, paused, so that Retake can start it later.
+const parked = -1
 
 // JoinGroup checks that the brokers answer and the topics exist, then joins
 // the consumer group cfg.Name in the background: the Handler's Assigned
@@ -227,7 +235,7 @@ func JoinGroup(ctx context.Context, cfg GroupConfig, h Handler) (_ *Group, err e
 		v: v, cfg: cfg, h: h, log: cfg.Logger,
 		admCl: admCl, adm: kadm.NewClient(admCl),
 		ready: make(chan struct{}),
-		lanes: make(map[LaneID]*LaneSource), fetchAt: make(map[LaneID]int64), paused: make(map[LaneID]bool),
+		lanes: make(map[LaneID]*LaneSource), assigned: make(map[LaneID]bool), retaking: make(map[LaneID]*LaneSource), fetchAt: make(map[LaneID]int64), paused: make(map[LaneID]bool),
 	}
 	defer func() {
 		if err != nil {
@@ -322,6 +330,7 @@ func (g *Group) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]i
 	for _, id := range ids {
 		l := g.newLane(id)
 		g.lanes[id] = l
+		g.assigned[id] = true
 		lanes[id] = l
 	}
 	g.mu.Unlock()
@@ -335,6 +344,7 @@ func (g *Group) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]i
 func (g *Group) position(ids []LaneID, lanes map[LaneID]*LaneSource, pos map[LaneID]json.RawMessage, gen int32) {
 	var (
 		resume = make(map[string][]int32)
+		park   = make(map[string][]int32)
 		taken  []LaneID
 	)
 	g.mu.Lock()
@@ -344,6 +354,10 @@ func (g *Group) position(ids []LaneID, lanes map[LaneID]*LaneSource, pos map[Lan
 		if !ok {
 			delete(g.lanes, id)
 			l.settle(fmt.Errorf("kafka: lane %s of group %s: not taken over by this member in generation %d", id, g.cfg.Name, gen))
+			// Parked: a paused cursor, for Retake.
+			g.fetchAt[id] = parked
+			g.paused[id] = true
+			park[id.Topic] = append(park[id.Topic], id.Partition)
 			continue
 		}
 		if err := l.setPosition(p, g.v.Bounded); err != nil {
@@ -365,6 +379,9 @@ func (g *Group) position(ids []LaneID, lanes map[LaneID]*LaneSource, pos map[Lan
 			g.log.Warn("kafka: the handler returned a position for a lane not assigned; ignored", "group", g.cfg.Name, "lane", id.String())
 		}
 	}
+	if len(park) > 0 {
+		g.cl.PauseFetchPartitions(park)
+	}
 	if len(resume) > 0 {
 		g.cl.ResumeFetchPartitions(resume)
 	}
@@ -373,20 +390,25 @@ func (g *Group) position(ids []LaneID, lanes map[LaneID]*LaneSource, pos map[Lan
 
 // adjust is AdjustFetchOffsetsFn: every partition starts at its lane
 // position's next offset, never at the group's committed offset. A
-// partition without a position (the Handler left it out, its position was
-// bad, or its bounded lane is done) is dropped from the map: franz-go then
-// gives it no cursor and never fetches it while it stays assigned.
+// partition whose lane the Handler left out gets a paused cursor at the
+// partition's end, which Retake moves to the lane's position. A partition
+// without a position otherwise (its position was bad, or its bounded lane
+// is done) is dropped from the map: franz-go then gives it no cursor and
+// never fetches it while it stays assigned.
 func (g *Group) adjust(_ context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for t, ps := range offs {
 		for p := range ps {
 			at, ok := g.fetchAt[LaneID{t, p}]
-			if !ok {
+			switch {
+			case !ok:
 				delete(ps, p)
-				continue
+			case at == parked:
+				ps[p] = kgo.NewOffset().AtEnd()
+			default:
+				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
 			}
-			ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
 		}
 		if len(ps) == 0 {
 			delete(offs, t)
@@ -414,7 +436,7 @@ func (g *Group) release(ctx context.Context, m map[string][]int32, lost bool) {
 	var ids []LaneID
 	g.mu.Lock()
 	for _, id := range all {
-		if g.lanes[id] != nil {
+		if g.lanes[id] != nil || g.retaking[id] != nil {
 			ids = append(ids, id)
 		}
 	}
@@ -440,13 +462,29 @@ func (g *Group) detach(ids []LaneID) {
 			l.detach()
 			delete(g.lanes, id)
 		}
+		if l := g.retaking[id]; l != nil {
+			l.detach()
+			delete(g.retaking, id)
+		}
 		delete(g.fetchAt, id)
+		delete(g.assigned, id)
 	}
 }
 
 // Lane returns the source of an assigned lane, nil if this member holds no
-// such lane (never assigned, left out by the Handler, revoked or lost).
+// such lane (never assigned, left out by the Handler and not taken again,
+// revoked or lost).
 func (g *Group) Lane(id LaneID) *LaneSource {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.retaking[id]; l != nil {
+		return l
+	}
+	return g.lanes[id]
+}
+
+// fed returns the lane that Run hands the records of partition id to.
+func (g *Group) fed(id LaneID) *LaneSource {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.lanes[id]

@@ -53,7 +53,7 @@ func (g *Group) Run(ctx context.Context) error {
 		pctx, cancel := context.WithCancel(ctx)
 		g.pollMu.Lock()
 		g.pollCancel = cancel
-		if len(g.resumeQ) > 0 {
+		if len(g.resumeQ) > 0 || len(g.retakeQ) > 0 {
 			cancel()
 		}
 		g.pollMu.Unlock()
@@ -68,6 +68,7 @@ func (g *Group) Run(ctx context.Context) error {
 		if err == nil {
 			g.dispatch(fs)
 			g.resumeLanes()
+			g.retakeLanes()
 		}
 		g.cl.AllowRebalance()
 		switch {
@@ -101,7 +102,7 @@ func (g *Group) resumeLanes() {
 	g.pollMu.Unlock()
 	var resume map[string][]int32
 	for _, l := range q {
-		if l.stash == nil || g.Lane(l.id) != l || !l.live() {
+		if l.stash == nil || g.fed(l.id) != l || !l.live() {
 			continue
 		}
 		if !g.offerAll(l, l.stash) {
@@ -174,7 +175,7 @@ func (g *Group) dispatch(fs kgo.Fetches) {
 			for k := range t.Partitions {
 				fp := &t.Partitions[k]
 				id := LaneID{t.Topic, fp.Partition}
-				l := g.Lane(id)
+				l := g.fed(id)
 				if l == nil {
 					continue // not held: dropped
 				}

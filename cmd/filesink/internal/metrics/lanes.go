@@ -21,6 +21,7 @@ type Lanes struct {
 	assigned prometheus.Counter
 	released prometheus.Counter
 	fenced   prometheus.Counter
+	healed   prometheus.Counter
 	handoff  prometheus.Histogram
 	takeover prometheus.Histogram
 }
@@ -39,12 +40,14 @@ func (m *Metrics) Lanes() *Lanes {
 			Help: "Group mode: partitions this process handed off cleanly (final checkpoint, released)."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "filesink_lane_fenced_total",
 			Help: "Group mode: lane state writes that found another owner: the lane stopped and published nothing more (a paused process whose partition moved)."}),
+		healed: prometheus.NewCounter(prometheus.CounterOpts{Name: "filesink_group_rebalances_forced_total",
+			Help: "Group mode: rebalances this process asked for because partitions with records to read were assigned to no member of the consumer group."}),
 		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "filesink_lane_handoff_seconds",
 			Help: "Group mode: time from a partition's revocation to its release (final checkpoint decided and published).", Buckets: durationBuckets}),
 		takeover: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "filesink_lane_takeover_seconds",
 			Help: "Group mode: time of a rebalance's takeovers (reading and conditionally writing the lanes' states).", Buckets: durationBuckets}),
 	}
-	m.reg.MustRegister(l.assigned, l.released, l.fenced, l.handoff, l.takeover,
+	m.reg.MustRegister(l.assigned, l.released, l.fenced, l.healed, l.handoff, l.takeover,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "filesink_lanes_owned", Help: "Group mode: partitions this process owns now."},
 			func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(len(l.owned)) }),
 		laneCollector{l})
@@ -68,6 +71,9 @@ func (l *Lanes) Released(_ kafka.LaneID, took time.Duration) {
 
 // Fenced is group.Events.Fenced.
 func (l *Lanes) Fenced(kafka.LaneID) { l.fenced.Inc() }
+
+// Healed is group.Events.Healed.
+func (l *Lanes) Healed([]kafka.LaneID) { l.healed.Inc() }
 
 // Stopped is group.Events.Stopped.
 func (l *Lanes) Stopped(id kafka.LaneID) {

@@ -25,12 +25,14 @@ func TestLaneMetrics(t *testing.T) {
 	l.Fenced(b)
 	l.Stopped(b)
 	l.Released(a, 2*time.Second)
+	l.Healed([]kafka.LaneID{b})
 	v := values(t, m)
 	want := map[string]float64{
 		"filesink_lanes_owned":                                         1,
 		"filesink_lane_takeovers_total":                                2,
 		"filesink_lane_handoffs_total":                                 1,
 		"filesink_lane_fenced_total":                                   1,
+		"filesink_group_rebalances_forced_total":                       1,
 		"filesink_lane_handoff_seconds_count":                          1,
 		"filesink_lane_handoff_seconds_sum":                            2,
 		"filesink_lane_takeover_seconds_count":                         2,
