@@ -43,6 +43,16 @@ type Backend interface {
 	// sink writes the part again into it from the source records its
 	// checkpoint lists.
 	Rebuild(ctx context.Context, lost json.RawMessage) (PartWriter, error)
+	// Finalize must return a pending committable that publishes exactly
+	// the bytes resumable records, for a part that another process may
+	// still be writing (it lost the part to this one and does not know
+	// it yet): it must not change or remove anything that writer could
+	// still write, and what that writer writes later must never reach the
+	// published file. Called again with the same resumable (a crash came
+	// before its pending was committed), it must return a pending that
+	// publishes the same bytes, or that Commit finds published. Recorded
+	// bytes that are gone must be an error wrapping committer.ErrDataLoss.
+	Finalize(ctx context.Context, resumable json.RawMessage) (pending json.RawMessage, err error)
 	// Commit must publish pending (a value from PartWriter.CloseForCommit)
 	// atomically and without replacing an existing target. It must be
 	// idempotent and verified: when the staging data is gone and the target

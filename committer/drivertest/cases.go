@@ -945,3 +945,45 @@ func testCrashAfterSweep(t *testing.T, e *env) {
 	c.wantTarget("b2/part-0-r1-7.txt", world)
 	c.wantVisible(target1, "b2/part-0-r1-7.txt")
 }
+
+// testFinalize: a part persisted and then written on by its writer (a
+// process that lost it and does not know yet) is finalized by another:
+// the published file holds exactly the recorded bytes. Finalizing the same
+// resumable again (a crash before its pending was recorded) publishes the
+// same bytes or finds them published.
+func testFinalize(t *testing.T, e *env) {
+	w := e.open(target1)
+	e.write(w, hello)
+	r := e.persist(w)
+	e.write(w, world) // the other writer goes on
+	p, err := e.backend().Finalize(e.ctx, r)
+	if err != nil {
+		t.Fatalf("Finalize: %v", err)
+	}
+	e.close(w)
+	e.commit(p)
+	e.wantTarget(target1, hello)
+	e.wantVisible(target1)
+	p, err = e.h.Backend().Finalize(e.ctx, r)
+	if err != nil {
+		t.Fatalf("Finalize again after the commit: %v", err)
+	}
+	if err := e.h.Backend().Commit(e.ctx, p); err != nil {
+		t.Fatalf("Commit of the pending of a second Finalize: %v", err)
+	}
+	e.wantTarget(target1, hello)
+}
+
+// testFinalizeEmpty: a part persisted with no bytes is finalized into an
+// empty file.
+func testFinalizeEmpty(t *testing.T, e *env) {
+	w := e.open(target1)
+	r := e.persist(w)
+	e.close(w)
+	p, err := e.backend().Finalize(e.ctx, r)
+	if err != nil {
+		t.Fatalf("Finalize: %v", err)
+	}
+	e.commit(p)
+	e.wantTarget(target1, nil)
+}

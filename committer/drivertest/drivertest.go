@@ -133,6 +133,8 @@ var cases = []testCase{
 	{"Rebuild/StagingRemovedBetweenCheckpointAndResume", testRebuildBeforeResume},
 	{"Rebuild/StagingShorter", testRebuildStagingShorter},
 	{"Rebuild/TargetExists", testRebuildTargetExists},
+	{"Finalize/RecordedBytesOnly", testFinalize},
+	{"Finalize/Empty", testFinalizeEmpty},
 
 	// Sweep.
 	{"Sweep/OnlyOrphansOfNamespace", testSweep},

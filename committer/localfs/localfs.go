@@ -249,6 +249,31 @@ func (b *Backend) Rebuild(ctx context.Context, lost json.RawMessage) (driver.Par
 	return b.Open(ctx, r.Target)
 }
 
+// Finalize implements driver.Backend: Resume, which cuts the staging file
+// back to the recorded length, then CloseForCommit. A local output has a
+// single writer (the state's lock keeps a second process out), so no
+// other writer of the part can exist.
+func (b *Backend) Finalize(ctx context.Context, resumable json.RawMessage) (json.RawMessage, error) {
+	pw, err := b.Resume(ctx, resumable)
+	if errors.Is(err, committer.ErrDataLoss) {
+		// Finalized and published before: Commit verifies the target
+		// (a resumable is also a pending here).
+		if r, perr := parse(resumable); perr == nil {
+			if _, serr := b.fs.Stat(b.abs(r.Target)); serr == nil {
+				return resumable, nil
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	pending, err := pw.CloseForCommit(ctx)
+	if err != nil {
+		pw.Close()
+	}
+	return pending, err
+}
+
 // Resume implements driver.Backend.
 func (b *Backend) Resume(ctx context.Context, resumable json.RawMessage) (driver.PartWriter, error) {
 	if err := ctx.Err(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"hash/crc32"
 	"io"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -297,7 +298,11 @@ func (b *Backend) parse(data json.RawMessage, want string) (record, error) {
 	}
 	var sum int64
 	for i, p := range r.Parts {
-		if p.Number != int32(i+1) || p.ETag == "" || p.Size < 0 || p.Size > MaxPartSize {
+		want := int32(i + 1)
+		if r.Kind == kindPending && i == len(r.Parts)-1 && p.Number == MaxParts {
+			want = MaxParts // a finalized part's tail (Finalize)
+		}
+		if p.Number != want || p.ETag == "" || p.Size < 0 || p.Size > MaxPartSize {
 			return bad(fmt.Sprintf("part %d", i+1))
 		}
 		sum += p.Size
@@ -898,4 +903,81 @@ func (b *Backend) Check(ctx context.Context, pending json.RawMessage) error {
 		return fmt.Errorf("%s: %s", b.objURL(r.Key), diff)
 	}
 	return nil
+}
+
+// Finalize implements driver.Backend for a part that a process that lost
+// it may still be writing: the pending completes the upload with exactly
+// the recorded parts and, when the resumable has tail bytes, those bytes
+// uploaded as part MaxParts (10,000). A writer uses part numbers below
+// its limit only (WithMaxParts, at most MaxParts-1 for a part file that
+// another process may finalize: group mode), so the other process's
+// later parts are never completed and its tail objects are only read.
+// Uploading the same tail again gives the same part; once the upload was
+// completed, the pending is made from the recorded figures and the tail
+// objects (their MD5 is the part's ETag) for Commit to verify.
+func (b *Backend) Finalize(ctx context.Context, resumable json.RawMessage) (json.RawMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r, err := b.parse(resumable, kindResumable)
+	if err != nil {
+		return nil, err
+	}
+	listed, err := b.listParts(ctx, r.Key, r.UploadID)
+	gone := isNoSuchUpload(err)
+	switch {
+	case gone:
+	case err != nil:
+		return nil, fmt.Errorf("s3: finalize %s: list parts of upload %s: %w", b.objURL(r.Key), r.UploadID, err)
+	default:
+		if d := checkParts(r.Parts, listed); d != "" {
+			return nil, dataLoss("s3: finalize %s: upload %s no longer holds the recorded data: %s", b.objURL(r.Key), r.UploadID, d)
+		}
+	}
+	p := r
+	p.Kind = kindPending
+	p.Tail, p.TailLength = nil, 0
+	p.BytesInParts = r.Length
+	if r.TailLength == 0 && len(r.Parts) > 0 {
+		return json.Marshal(p)
+	}
+	w := newWriter(b, r)
+	defer w.Close()
+	if r.TailLength > 0 {
+		if err := w.loadTail(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	var last partRec
+	if gone {
+		// Completed by an earlier finalize's commit (or lost: Commit
+		// tells): the part as it was uploaded.
+		if last, err = w.spillPart(MaxParts); err != nil {
+			return nil, err
+		}
+	} else if last, err = w.uploadPart(MaxParts, w.spill); err != nil {
+		return nil, err
+	}
+	p.Parts = append(slices.Clone(r.Parts), last)
+	return json.Marshal(p)
+}
+
+// spillPart returns the record of part number holding the bytes of the
+// spill file (none: an empty part) as the store keeps it: its ETag is the
+// MD5 of the bytes.
+func (w *writer) spillPart(number int32) (partRec, error) {
+	h := md5.New()
+	p := partRec{Number: number}
+	var crc uint32
+	if w.spill != nil {
+		if _, err := io.Copy(h, w.spill.reader()); err != nil {
+			return p, fmt.Errorf("s3: finalize %s: read the tail: %w", w.where(), err)
+		}
+		p.Size, crc = w.spill.n, w.spill.crc
+	}
+	p.ETag = `"` + hex.EncodeToString(h.Sum(nil)) + `"`
+	if w.b.o.checksums {
+		p.CRC32 = *crcBase64(crc)
+	}
+	return p, nil
 }

@@ -1263,3 +1263,72 @@ func TestNewClientSDKMessagesToLogger(t *testing.T) {
 		t.Errorf("want the SDK's note at debug level in the log, got:\n%s", text)
 	}
 }
+
+// TestFinalizeWhileTheOtherWriterGoesOn: a part file of whole parts and
+// tail objects is finalized by a new owner while its writer, which lost
+// it, goes on: uploads more parts, persists new tail objects and tries to
+// commit. The published file holds exactly the bytes of the resumable
+// finalized; the other writer's commit publishes nothing. Writers capped
+// below MaxParts never touch the part Finalize adds.
+func TestFinalizeWhileTheOtherWriterGoesOn(t *testing.T) {
+	h, b := setup(t, WithMaxParts(MaxParts-1))
+	ctx := t.Context()
+	const target = "part-0-r1-1.txt"
+	w := open(t, b, target)
+	first := pattern(1, MinPartSize+1000)
+	write(t, w, first)
+	persist(t, w) // part 1 and a tail
+	more := pattern(2, 300)
+	write(t, w, more)
+	r, rec := persist(t, w) // part 1 and the tails of 1,300 bytes
+	if len(rec.Parts) != 1 || rec.TailLength != 1300 {
+		t.Fatalf("resumable: %d parts, %d tail bytes; want 1 and 1300", len(rec.Parts), rec.TailLength)
+	}
+	want := append(slices.Clone(first), more...)
+	// The other writer goes on: a whole part more, and a tail.
+	write(t, w, pattern(3, MinPartSize+10))
+	persist(t, w)
+	p, err := b.Finalize(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr record
+	if err := json.Unmarshal(p, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pr.Parts); n != 2 || pr.Parts[0].Number != 1 || pr.Parts[1].Number != MaxParts || pr.Length != int64(len(want)) {
+		t.Fatalf("pending %s: want parts 1 and %d, %d bytes", p, MaxParts, len(want))
+	}
+	if err := b.Commit(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.ReadTarget(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("published %d bytes, want the %d bytes recorded", len(got), len(want))
+	}
+	// The other writer closes and commits what it has: refused, at its
+	// close (the upload is gone) or at its commit.
+	if zp, err := w.CloseForCommit(ctx); err == nil {
+		if err := b.Commit(ctx, zp); err == nil {
+			t.Fatal("the other writer's commit of the finalized part succeeded")
+		}
+	} else if !errors.Is(err, committer.ErrDataLoss) {
+		t.Fatalf("the other writer's close: %v", err)
+	}
+	w.Close()
+	if got, err = h.ReadTarget(ctx, target); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after the other writer's commit: %d bytes (%v), want the %d recorded", len(got), err, len(want))
+	}
+	// Finalized again from the same resumable (a crash before the new
+	// owner's checkpoint recorded the pending): Commit finds it published.
+	p2, err := b.Finalize(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(ctx, p2); err != nil {
+		t.Fatalf("commit of a second finalize: %v", err)
+	}
+}
