@@ -223,6 +223,9 @@ func (b *nullBackend) Resume(context.Context, json.RawMessage) (driver.PartWrite
 func (b *nullBackend) Rebuild(context.Context, json.RawMessage) (driver.PartWriter, error) {
 	return nil, errors.New("nullBackend: no rebuild")
 }
+func (b *nullBackend) Finalize(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return nil, errors.New("nullBackend: no finalize")
+}
 func (b *nullBackend) Commit(context.Context, json.RawMessage) error { return nil }
 func (b *nullBackend) Sweep(context.Context, string, []json.RawMessage) (map[string]int64, error) {
 	return nil, nil

@@ -78,6 +78,8 @@ type config struct {
 	// the name of its one part.
 	replayer source.Replayer
 	target   string
+	// finalizeOnRestore: WithFinalizeOnRestore.
+	finalizeOnRestore bool
 }
 
 func defaultConfig() config {
@@ -1293,6 +1295,12 @@ func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
 		target, _, err := be.Describe(e.Part)
 		if err != nil {
 			return err
+		}
+		if w.finalizeOnRestore {
+			if err := w.finalizeRestored(ctx, be, &e, target); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := w.acquire(ctx); err != nil {
 			return err

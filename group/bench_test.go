@@ -194,8 +194,8 @@ func runGroup(b *testing.B, ctx context.Context, addrs []string, srv *miniotest.
 	// One buffer budget for all lanes, as `filesink run --group` has.
 	pool := filesink.NewBudgetPool(filesink.DefaultBufferBudget)
 	cfg.NewSinks = func(_ context.Context, l group.Lane) ([]pipeline.Sink, error) {
-		w, err := filesink.New(cfg.Backend, 0, filesink.WithPrefix(l.PartPrefix()), filesink.WithRollingPolicy(filesink.OnCheckpointPolicy{}),
-			filesink.WithManifestWriter(l.Name), filesink.WithBudgetPool(pool))
+		w, err := filesink.New(cfg.Backend, 0, append(group.SinkOptions(l), filesink.WithRollingPolicy(benchPolicy()),
+			filesink.WithBudgetPool(pool))...)
 		if err != nil {
 			return nil, err
 		}
@@ -389,4 +389,15 @@ func benchInterval() time.Duration {
 		return d
 	}
 	return 10 * time.Second
+}
+
+// benchPolicy is the lanes' rolling policy in the benchmarks: parts of
+// 64 MiB that stay open across checkpoints, as in one process (set
+// FILESINK_GROUP_BENCH_ROLL_ON_CHECKPOINT=1 for a part per lane
+// checkpoint, what group mode did before).
+func benchPolicy() filesink.RollingPolicy {
+	if os.Getenv("FILESINK_GROUP_BENCH_ROLL_ON_CHECKPOINT") == "1" {
+		return filesink.OnCheckpointPolicy{}
+	}
+	return filesink.DefaultPolicy{PartSize: 64 << 20}
 }

@@ -12,12 +12,16 @@
 // owner epoch, so a process that lost a lane can never decide for it again,
 // whatever it believes about the group.
 //
-// In group mode every part file rolls at every lane checkpoint: a decided
-// lane state never references a part still being written, so the process
-// that takes a lane over only commits the files its predecessor decided
-// (idempotent and verified) and never touches bytes the predecessor, if it
-// is still alive, could be writing. Part names carry the topic, the
-// partition and the owner epoch ("PREFIX-TOPIC.PARTITION-eEPOCH-..."), so a
+// Parts stay open across a lane's checkpoints and roll by the rolling
+// policy, as in one process: a decided lane state references the parts in
+// progress as the lengths persisted at that checkpoint. A process that
+// takes a lane over never resumes them, since its predecessor, if it is
+// still alive, may still be writing to them: it closes each where the
+// state records it (filesink.WithFinalizeOnRestore, s3.Backend.Finalize:
+// the recorded parts plus the recorded tail as the last part number,
+// which writers never use) and writes what follows into parts of its own.
+// Part names carry the topic, the partition and the owner epoch
+// ("PREFIX-TOPIC.PARTITION-eEPOCH-..."), so a
 // lane's staging data is told apart from every other lane's and from older
 // and newer owners' of the same lane.
 //

@@ -27,16 +27,19 @@ type Config struct {
 	// it, the lanes' state objects. It must support conditional writes.
 	State *s3.Store
 	// Backend is the S3 output the lanes' sinks write to; a takeover sweeps
-	// the older owners' staging data in it.
+	// the older owners' staging data in it. Its writers must stay below
+	// the last part number (s3.WithMaxParts(s3.MaxParts-1) or lower),
+	// which a new owner uses to finalize its predecessor's parts.
 	Backend *s3.Backend
 	// Prefix is the part name prefix of the sinks (filesink.WithPrefix):
 	// a lane's parts are named Lane.PartPrefix().
 	Prefix string
 	// NewSinks builds the sinks of one lane run: file sinks
-	// (filesink.Writer, subtask 0) over Backend whose part names start
-	// with l.PartPrefix() (filesink.WithPrefix), whose manifests are named
-	// l.Name (filesink.WithManifestWriter), and whose every part rolls at
-	// every checkpoint (filesink.OnCheckpointPolicy).
+	// (filesink.Writer, subtask 0) over Backend with SinkOptions(l) (part
+	// names that start with l.PartPrefix(), manifests named l.Name, and
+	// the parts a takeover finds in progress closed where the decided
+	// state records them), and any rolling policy: parts stay open across
+	// the lane's checkpoints as in one process.
 	NewSinks func(ctx context.Context, l Lane) ([]pipeline.Sink, error)
 	// Pipeline is the template of every lane's pipeline: its checkpoint
 	// interval, tick interval, batch size, logger, clock, committer options
@@ -118,6 +121,15 @@ type Lane struct {
 // PartPrefix is the part name prefix of this owner epoch's parts:
 // "PREFIX-TOPIC.PARTITION-eEPOCH".
 func (l Lane) PartPrefix() string { return fmt.Sprintf("%s-e%d", l.Name, l.Epoch) }
+
+// SinkOptions are the file sink options of lane l's sinks: part names
+// that start with l.PartPrefix(), manifests named l.Name, and in-progress
+// parts of the state a takeover restores closed at their recorded length
+// (filesink.WithFinalizeOnRestore), never resumed: the process that wrote
+// them may still be writing.
+func SinkOptions(l Lane) []filesink.Option {
+	return []filesink.Option{filesink.WithPrefix(l.PartPrefix()), filesink.WithManifestWriter(l.Name), filesink.WithFinalizeOnRestore()}
+}
 
 // LaneName is the part name prefix of every epoch of lane id.
 func LaneName(prefix string, id kafka.LaneID) string {
@@ -222,6 +234,8 @@ func (cfg *Config) check() error {
 	var errs []error
 	if cfg.State == nil || cfg.Backend == nil || cfg.NewSinks == nil {
 		errs = append(errs, errors.New("State, Backend and NewSinks are required"))
+	} else if cfg.Backend.MaxParts() >= s3.MaxParts {
+		errs = append(errs, fmt.Errorf("Backend writes up to part %d: create it with s3.WithMaxParts(s3.MaxParts-1), the last part number is a takeover's", cfg.Backend.MaxParts()))
 	}
 	if cfg.Kafka.Name == "" {
 		errs = append(errs, errors.New("Kafka.Name (the consumer group) is required"))

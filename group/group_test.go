@@ -104,7 +104,7 @@ func (e *env) config(stop <-chan struct{}, bounded bool) group.Config {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	be, err := s3.New(e.client, e.bucket, "out")
+	be, err := s3.New(e.client, e.bucket, "out", s3.WithMaxParts(s3.MaxParts-1))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -116,9 +116,10 @@ func (e *env) config(stop <-chan struct{}, bounded bool) group.Config {
 		},
 		State: st, Backend: be, Prefix: "part",
 		NewSinks: func(_ context.Context, l group.Lane) ([]pipeline.Sink, error) {
-			w, err := filesink.New(be, 0, filesink.WithPrefix(l.PartPrefix()),
-				filesink.WithRollingPolicy(filesink.OnCheckpointPolicy{}), filesink.WithBufferBudget(1<<20),
-				filesink.WithManifestWriter(l.Name))
+			// Parts stay open across the lane's checkpoints: takeovers
+			// close them where the decided state records them.
+			w, err := filesink.New(be, 0, append(group.SinkOptions(l),
+				filesink.WithRollingPolicy(filesink.DefaultPolicy{PartSize: 64 << 10}), filesink.WithBufferBudget(1<<20))...)
 			if err != nil {
 				return nil, err
 			}

@@ -234,7 +234,7 @@ func TestGroupCrashDuringSweep(t *testing.T) {
 
 	// B sweeps through the proxy and stops in the middle.
 	b := e.start(ctx, false, func(cfg *group.Config) {
-		be, err := s3.New(srv.ClientAt(t, proxy.URL()), e.bucket, "out")
+		be, err := s3.New(srv.ClientAt(t, proxy.URL()), e.bucket, "out", s3.WithMaxParts(s3.MaxParts-1))
 		if err != nil {
 			t.Fatal(err)
 		}

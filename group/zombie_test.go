@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,7 +44,7 @@ func newLaneEnv(t *testing.T) *laneEnv {
 	if e.st, err = s3.NewStore(e.client, e.bucket, "out/_filesink"); err != nil {
 		t.Fatal(err)
 	}
-	if e.be, err = s3.New(e.client, e.bucket, "out"); err != nil {
+	if e.be, err = s3.New(e.client, e.bucket, "out", s3.WithMaxParts(s3.MaxParts-1)); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -53,6 +54,13 @@ func newLaneEnv(t *testing.T) *laneEnv {
 // coordinator's hook.
 func (e *laneEnv) owner(ctx context.Context, gen int32, member string, stop chan struct{}, hook func(string) error) (*s3.LaneStore, *s3.LaneHead, func() (pipeline.Result, error)) {
 	e.t.Helper()
+	return e.ownerWith(ctx, gen, member, stop, hook, filesink.OnCheckpointPolicy{})
+}
+
+// ownerWith is owner with the file sink's rolling policy.
+func (e *laneEnv) ownerWith(ctx context.Context, gen int32, member string, stop chan struct{}, hook func(string) error,
+	policy filesink.RollingPolicy) (*s3.LaneStore, *s3.LaneHead, func() (pipeline.Result, error)) {
+	e.t.Helper()
 	ls := s3.NewLaneStore(e.st, "t", 0)
 	head, err := ls.Acquire(ctx, s3.LaneOwner{Member: member, Generation: gen, Host: "test", PID: 1, RunID: member},
 		func() *recovery.Checkpoint { return &recovery.Checkpoint{ID: 0, Source: json.RawMessage(`{"next":0}`)} })
@@ -60,8 +68,8 @@ func (e *laneEnv) owner(ctx context.Context, gen int32, member string, stop chan
 		e.t.Fatal(err)
 	}
 	w, err := filesink.New(e.be, 0, filesink.WithPrefix(fmt.Sprintf("part-t.0-e%d", head.Epoch)),
-		filesink.WithRollingPolicy(filesink.OnCheckpointPolicy{}), filesink.WithBufferBudget(1<<20),
-		filesink.WithManifestWriter("part-t.0"))
+		filesink.WithRollingPolicy(policy), filesink.WithBufferBudget(1<<20),
+		filesink.WithManifestWriter("part-t.0"), filesink.WithFinalizeOnRestore())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -126,6 +134,11 @@ func (e *laneEnv) exactlyOnce(ctx context.Context) []string {
 // is reached (the first checkpoint completes normally), and the channels
 // that say it is paused and resume it.
 func pauseAt(point string) (hook func(string) error, paused, resume chan struct{}) {
+	return pauseAtNth(point, 2)
+}
+
+// pauseAtNth is pauseAt at the nth time point is reached.
+func pauseAtNth(point string, nth int) (hook func(string) error, paused, resume chan struct{}) {
 	paused, resume = make(chan struct{}), make(chan struct{})
 	n := 0
 	return func(at string) error {
@@ -133,7 +146,7 @@ func pauseAt(point string) (hook func(string) error, paused, resume chan struct{
 			return nil
 		}
 		n++
-		if n == 2 {
+		if n == nth {
 			close(paused)
 			<-resume
 		}
@@ -218,4 +231,79 @@ func TestZombieOldGenerationAssign(t *testing.T) {
 		t.Fatalf("B after the stale takeover attempt: %+v, %v (it must not be fenced)", res, err)
 	}
 	e.exactlyOnce(ctx)
+}
+
+// A's one part file stays open across its checkpoints (it never rolls);
+// A pauses after phase 1 of its fourth checkpoint, its part spanning the
+// three decided before. B takes over from checkpoint 3: it closes A's part
+// where checkpoint 3 recorded it (Backend.Finalize), without resuming it,
+// and writes the rest into parts of its own. A wakes and goes on writing
+// its part before its decide is fenced: none of its later bytes appear,
+// and every record is published exactly once.
+func TestZombieTakeoverMidPart(t *testing.T) {
+	ctx := t.Context()
+	e := newLaneEnv(t)
+	never := filesink.DefaultPolicy{PartSize: 1 << 30}
+	hook, paused, resume := pauseAtNth("phase1", 4)
+	_, _, runA := e.ownerWith(ctx, 1, "a", nil, hook, never)
+	errA := make(chan error, 1)
+	go func() { _, err := runA(); errA <- err }()
+	<-paused
+	_, headB, runB := e.ownerWith(ctx, 2, "b", nil, nil, never)
+	if headB.Checkpoint == nil || headB.Checkpoint.ID != 3 {
+		t.Fatalf("B took over checkpoint %v, want A's checkpoint 3", headB.Checkpoint)
+	}
+	var pos struct{ Next int }
+	if err := json.Unmarshal(headB.Checkpoint.Source, &pos); err != nil {
+		t.Fatal(err)
+	}
+	var st struct{ Parts []json.RawMessage }
+	if err := json.Unmarshal(headB.Checkpoint.Participants[0].State, &st); err != nil || len(st.Parts) != 1 {
+		t.Fatalf("checkpoint 3 has no in-progress part: %s (%v)", headB.Checkpoint.Participants[0].State, err)
+	}
+	if res, err := runB(); err != nil || !res.EndOfInput {
+		t.Fatalf("B: %+v, %v", res, err)
+	}
+	close(resume)
+	if err := <-errA; !errors.Is(err, s3.ErrFenced) {
+		t.Fatalf("A after waking: %v, want fenced", err)
+	}
+	e.exactlyOnce(ctx)
+	// A's part holds exactly the records of checkpoints 1 to 3.
+	var aKeys []string
+	_, names := e.published(ctx)
+	for _, k := range names {
+		if strings.Contains(k, "/part-t.0-e1-") {
+			aKeys = append(aKeys, k)
+		}
+	}
+	if len(aKeys) != 1 {
+		t.Fatalf("A's part files: %v, want the one it kept open", aKeys)
+	}
+	ids := e.idsIn(ctx, aKeys[0])
+	if len(ids) != pos.Next || ids[0] != 0 || ids[len(ids)-1] != pos.Next-1 {
+		t.Fatalf("A's part %s holds %d records (%v...), want records 0 to %d of checkpoint 3", aKeys[0], len(ids), ids[:min(3, len(ids))], pos.Next-1)
+	}
+}
+
+// idsIn returns the generator ids of the records of the visible file key,
+// in order.
+func (e *laneEnv) idsIn(ctx context.Context, key string) []int {
+	e.t.Helper()
+	out, err := e.client.GetObject(ctx, &s3api.GetObjectInput{Bucket: &e.bucket, Key: &key})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer out.Body.Close()
+	var ids []int
+	dec := json.NewDecoder(out.Body)
+	for {
+		var r struct{ ID int }
+		if err := dec.Decode(&r); err == io.EOF {
+			return ids
+		} else if err != nil {
+			e.t.Fatalf("%s: %v", key, err)
+		}
+		ids = append(ids, r.ID)
+	}
 }

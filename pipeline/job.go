@@ -77,7 +77,7 @@ const (
 	// GroupOnlySettings apply in group mode (Job.Group) only.
 	GroupOnlySettings = "session-timeout rebalance-timeout"
 	// GroupRefusedSettings do not apply in group mode.
-	GroupRefusedSettings = "parallelism resume-from-output success-file allowed-lateness roll-on-checkpoint rollover inactivity"
+	GroupRefusedSettings = "parallelism resume-from-output success-file allowed-lateness"
 	// KafkaOnlySettings apply to a kafka:// source only.
 	KafkaOnlySettings = "bounded start"
 	// LineSourceOnlySettings apply to the sources that split lines (a
@@ -273,7 +273,7 @@ func (j *Job) validateGroup() error {
 		return specErr("--group runs exactly-once only, not --guarantee %s", j.Guarantee)
 	}
 	if name := j.anyGiven(GroupRefusedSettings, ""); name != "" {
-		return specErr("--%s does not apply in group mode: each partition is one lane with one writer, and every part rolls at every lane checkpoint", name)
+		return specErr("--%s does not apply in group mode: each partition is one lane with one writer and a state of its own", name)
 	}
 	return nil
 }

@@ -159,6 +159,7 @@ func TestChaosGroup(t *testing.T) {
 	g.checkOutput()
 	g.checkWrites()
 	g.checkFence()
+	g.checkFinalized()
 	g.checkClean()
 	t.Logf("%d events %v, %d processes started; proxy:\n%s", len(g.schedule), g.counts, g.runs, g.proxy.Stats())
 }
@@ -981,6 +982,19 @@ func (g *groupChaos) checkFence() {
 	if g.counts["zombie"] > 0 && n == 0 {
 		g.t.Errorf("%d process(es) were paused for %v (3 session timeouts) while the others ran, but no write of a lane HEAD (%s*/HEAD) got 412: the fence was never exercised",
 			g.counts["zombie"], groupChaosPause, groupChaosLanes)
+	}
+}
+
+// checkFinalized checks that takeovers found parts in progress, open
+// across lane checkpoints, and closed them where the decided state
+// recorded them: a kill -9 or a pause leaves the parts of a busy lane
+// open (they roll by size, rollover and inactivity, not at checkpoints).
+func (g *groupChaos) checkFinalized() {
+	n := g.logCount(`msg="in-progress part taken over`)
+	g.note("parts in progress at a takeover, closed where the lane state recorded them: %d", n)
+	if g.counts["kill9"]+g.counts["zombie"] > 0 && n == 0 {
+		g.t.Errorf("%d kill -9 and %d pauses, but no takeover found a part in progress: parts did not span lane checkpoints",
+			g.counts["kill9"], g.counts["zombie"])
 	}
 }
 

@@ -117,8 +117,6 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 		// The lanes' sinks report their bad records here (newWriter).
 		j.cfg.Events.BadRecord = m.BadRecord
 	}
-	partSize, _ := filesink.ParseSize(f.partSize) // checked by layout
-	policy := filesink.OnCheckpointPolicy{PartSize: partSize}
 	pool := filesink.NewBudgetPool(l.budget)
 	cfg := &group.Config{
 		Kafka: kafka.GroupConfig{Config: kcfg, Name: f.group.name, SessionTimeout: f.group.session,
@@ -126,9 +124,9 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 		State: st, Backend: backend, Prefix: f.prefix, Identity: id, Logger: log,
 		Output: t.backend, DeadLetter: t.dead,
 		NewSinks: func(_ context.Context, lane group.Lane) ([]pipeline.Sink, error) {
-			w, err := f.newWriter(j, l, 0, lane.PartPrefix(), policy, l.budget, // the pool's share applies
+			w, err := f.newWriter(j, l, 0, lane.PartPrefix(), l.policy, l.budget, // the pool's share applies
 				pipeline.OpenPartsPerSubtask(f.maxOpenFiles, 1), log.With("lane", lane.ID.String()),
-				filesink.WithBudgetPool(pool), filesink.WithManifestWriter(lane.Name))
+				append(group.SinkOptions(lane), filesink.WithBudgetPool(pool))...)
 			if err != nil {
 				return nil, err
 			}

@@ -10,7 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -627,6 +629,16 @@ func (f *runFlags) target(ctx context.Context, log *slog.Logger) (*target, error
 		var fsys vfs.FS = vfs.OS{}
 		t.backend = localfs.New(fsys, t.local, localfs.WithDirectIO(f.directIO))
 		t.dead = localfs.New(fsys, filepath.Join(t.local, "_dead-letter"), localfs.WithDirectIO(f.directIO))
+	} else if f.group.name != "" {
+		// A lane's next owner finalizes the parts it takes over with the
+		// last part number (s3.Backend.Finalize): writers stay below it.
+		opts := append(slices.Clone(t.s3opts), s3sink.WithMaxParts(s3sink.MaxParts-1))
+		if t.backend, err = s3sink.New(t.client, t.bucket, t.prefix, opts...); err != nil {
+			return nil, usageError("--sink: %v", err)
+		}
+		if t.dead, err = s3sink.New(t.client, t.bucket, path.Join(t.prefix, "_dead-letter"), opts...); err != nil {
+			return nil, usageError("--sink: %v", err)
+		}
 	}
 	return t, nil
 }

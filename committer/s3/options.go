@@ -118,6 +118,10 @@ func WithConcurrency(n int) Option { return optionFunc(func(o *options) { o.conc
 // MaxParts). Tests use it to reach the limit with little data.
 func WithMaxParts(n int) Option { return optionFunc(func(o *options) { o.maxParts = n }) }
 
+// MaxParts returns the highest part number the backend's writers use
+// (WithMaxParts).
+func (b *Backend) MaxParts() int { return b.o.maxParts }
+
 // WithSpillDir sets the directory of the writers' local spill files
 // (default os.TempDir()). Each writer keeps there the bytes of the part it
 // is filling and of the parts being uploaded; the files are unlinked as soon
