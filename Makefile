@@ -20,7 +20,7 @@ test: lint
 # The kill -9 chaos tests of the CLI alone, the group-mode one with
 # CHAOS_EVENTS random events (kill -9, pause, scale up and down) instead
 # of the 50 of `make test`.
-CHAOS_EVENTS ?= 500
+CHAOS_EVENTS ?= 1000
 chaos:
 	FILESINK_MINIO="$$(GO='$(GO)' scripts/minio)" && export FILESINK_MINIO && \
 	FILESINK_GROUP_CHAOS_EVENTS=$(CHAOS_EVENTS) $(GO) test -race -timeout 60m -run '^TestChaos' -v ./cmd/filesink

@@ -95,7 +95,7 @@ func BenchmarkGroupThroughput(b *testing.B) {
 	bytes := fillTopic(b, cl, benchRecords())
 	srv := minio.Shared(b)
 	var single, grouped, singleCPU, groupCPU time.Duration
-	var reqs, laneCkpts int64
+	var reqs, laneCkpts, files int64
 	for i := range b.N {
 		runs := []func(){
 			func() {
@@ -106,12 +106,13 @@ func BenchmarkGroupThroughput(b *testing.B) {
 			},
 			func() {
 				c0, _ := cputime.Process()
-				d, r, c := runGroup(b, ctx, addrs, srv)
+				g := runGroup(b, ctx, addrs, srv)
 				c1, _ := cputime.Process()
 				groupCPU += c1 - c0
-				grouped += d
-				reqs += r
-				laneCkpts += c
+				grouped += g.took
+				reqs += g.reqs
+				laneCkpts += g.laneCkpts
+				files += g.files
 			},
 		}
 		if i%2 == 1 {
@@ -137,6 +138,13 @@ func BenchmarkGroupThroughput(b *testing.B) {
 		per := float64(reqs) / float64(laneCkpts)
 		b.ReportMetric(per, "req/lane-ckpt")
 		b.ReportMetric(per*1000/10, "req/s-1000p-10s")
+	}
+	// Files per lane per hour of running: each lane's last part is closed
+	// by the end of the bounded input, not by the rolling policy, and is
+	// not counted.
+	if h := grouped.Hours(); h > 0 {
+		b.ReportMetric(float64(files-int64(partitions)*int64(b.N))/float64(partitions)/h, "files/lane-h")
+		b.ReportMetric(float64(files)/float64(partitions)/float64(b.N), "files/lane")
 	}
 }
 
@@ -172,8 +180,8 @@ func runSingle(b *testing.B, ctx context.Context, addrs []string, client *s3api.
 
 // runGroup runs the topic through one process in group mode and returns
 // how long until its last lane finished, its S3 requests (counted by the
-// client, by operation) and its lane checkpoints.
-func runGroup(b *testing.B, ctx context.Context, addrs []string, srv *miniotest.Server) (time.Duration, int64, int64) {
+// client, by operation), its lane checkpoints and the files it published.
+func runGroup(b *testing.B, ctx context.Context, addrs []string, srv *miniotest.Server) groupRun {
 	var ops sync.Map // operation name -> *atomic.Int64
 	count := func(o *s3api.Options) {
 		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
@@ -228,9 +236,17 @@ func runGroup(b *testing.B, ctx context.Context, addrs []string, srv *miniotest.
 		reqs += n
 		return true
 	})
-	b.Logf("group run: first takeover after %v, last lane done after %v; %d lane checkpoints, S3 requests by operation: %v",
-		first.Sub(start), last.Sub(start), res.Checkpoints, kinds)
-	return last.Sub(start), reqs, int64(res.Checkpoints)
+	files := len(visibleKeys(ctx, b, e.client, e.bucket))
+	b.Logf("group run: first takeover after %v, last lane done after %v; %d lane checkpoints, %d files, S3 requests by operation: %v",
+		first.Sub(start), last.Sub(start), res.Checkpoints, files, kinds)
+	return groupRun{took: last.Sub(start), reqs: reqs, laneCkpts: int64(res.Checkpoints), files: int64(files)}
+}
+
+// groupRun is what runGroup measured.
+type groupRun struct {
+	took            time.Duration
+	reqs, laneCkpts int64
+	files           int64 // visible part files at the end
 }
 
 func BenchmarkGroupHandoff(b *testing.B) {

@@ -136,6 +136,9 @@ type groupChaos struct {
 	began   time.Time // when the first process started
 
 	members  [groupChaosMaxProcs]*groupMember
+	// leaving are the processes handing off after SIGTERM: out of their
+	// slots, so that a handoff in progress starves no event.
+	leaving []*groupMember
 	runs     int            // processes started
 	counts   map[string]int // events by kind
 	schedule []string       // what happened, for the log
@@ -241,7 +244,7 @@ func (g *groupChaos) makeLogDir() {
 	}
 	g.logDir = dir
 	t.Cleanup(func() {
-		for _, m := range g.members {
+		for _, m := range append(g.members[:], g.leaving...) {
 			if m != nil {
 				_ = m.p.Signal(syscall.SIGCONT)
 				m.p.Kill()
@@ -313,11 +316,21 @@ func (m *groupMember) logTail(n int) string {
 func (g *groupChaos) reap() {
 	t := g.t
 	t.Helper()
+	var exited []*groupMember
 	for i, m := range g.members {
-		if m == nil || !m.p.Exited() {
-			continue
+		if m != nil && m.p.Exited() {
+			g.members[i] = nil
+			exited = append(exited, m)
 		}
-		g.members[i] = nil
+	}
+	g.leaving = slices.DeleteFunc(g.leaving, func(m *groupMember) bool {
+		if m.p.Exited() {
+			exited = append(exited, m)
+			return true
+		}
+		return false
+	})
+	for _, m := range exited {
 		code := m.p.ExitCode()
 		switch {
 		case m.termed && code == 0:
@@ -375,6 +388,13 @@ func (g *groupChaos) live(withTermed bool) []*groupMember {
 	for _, m := range g.members {
 		if m != nil && !m.p.Exited() && m.pausedAt.IsZero() && (withTermed || !m.termed) {
 			out = append(out, m)
+		}
+	}
+	if withTermed {
+		for _, m := range g.leaving {
+			if !m.p.Exited() {
+				out = append(out, m)
+			}
 		}
 	}
 	return out
@@ -560,8 +580,14 @@ func (g *groupChaos) event(i int) {
 		}
 		m := cand[g.rng.IntN(len(cand))]
 		m.p.Kill()
+		if m.termed {
+			// Its slot went to the next process when it got SIGTERM.
+			g.leaving = slices.DeleteFunc(g.leaving, func(x *groupMember) bool { return x == m })
+			g.note("event %d: kill -9 %v (handing off after SIGTERM)", i, m)
+			break
+		}
 		g.members[m.slot] = nil
-		g.note("event %d: kill -9 %v%s; restarted", i, m, map[bool]string{true: " (handing off after SIGTERM)"}[m.termed])
+		g.note("event %d: kill -9 %v; restarted", i, m)
 		g.start(m.slot)
 	case "zombie":
 		// An owner of lanes if there is one: its lanes move while it sleeps.
@@ -582,6 +608,8 @@ func (g *groupChaos) event(i int) {
 			g.t.Errorf("SIGTERM to %v: %v", m, err)
 		}
 		m.termed = true
+		g.members[m.slot] = nil
+		g.leaving = append(g.leaving, m)
 		g.note("event %d: scale down: SIGTERM %v", i, m)
 	}
 }
