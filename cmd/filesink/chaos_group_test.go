@@ -135,10 +135,10 @@ type groupChaos struct {
 	logDir  string
 	began   time.Time // when the first process started
 
-	members  [groupChaosMaxProcs]*groupMember
+	members [groupChaosMaxProcs]*groupMember
 	// leaving are the processes handing off after SIGTERM: out of their
 	// slots, so that a handoff in progress starves no event.
-	leaving []*groupMember
+	leaving  []*groupMember
 	runs     int            // processes started
 	counts   map[string]int // events by kind
 	schedule []string       // what happened, for the log
