@@ -167,8 +167,9 @@ func TestGroupDoneCountsCommitted(t *testing.T) {
 	p := faultproxy.New(t, j.srv.Endpoint())
 	// Per lane: the takeover, checkpoints 1 and 2; checkpoint 3 is held.
 	held := holdLaneWrites(t, p, 3)
+	// --roll-on-checkpoint: a decided checkpoint's records are visible.
 	m := startMember(j.args(p.URL(), "--bounded", "--checkpoint-records", "100", "--checkpoint-interval", "-1s",
-		"--rebalance-timeout", "2s", "--progress", "off")...)
+		"--rebalance-timeout", "2s", "--progress", "off", "--roll-on-checkpoint")...)
 	for deadline := time.Now().Add(time.Minute); p.Fired(held) < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the lanes did not reach their third checkpoint; log:\n%s", lastLines(m.stderr.String(), 40))
@@ -259,8 +260,9 @@ func TestGroupMetrics(t *testing.T) {
 	j := newGroupJob(t, 3, 2000)
 	j.kc.MustProduce(t, "orders", 1, "not JSON")
 	j.total++
+	// --roll-on-checkpoint: every lane commits files while it runs.
 	m := startMember(j.args(j.srv.Endpoint(), "--checkpoint-interval", "100ms", "--on-bad-record", "skip",
-		"--metrics-addr", "127.0.0.1:0", "--progress", "off")...)
+		"--metrics-addr", "127.0.0.1:0", "--progress", "off", "--roll-on-checkpoint")...)
 	addr := m.waitFor(t, metricsAddrRE)[1]
 
 	var last map[string]float64
