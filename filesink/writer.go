@@ -761,8 +761,13 @@ func (w *Writer) release(b *bucket) {
 // flushSize is the per-bucket buffer size that keeps all buckets within the
 // budget.
 func (w *Writer) flushSize() int {
-	// 3/4 of the budget for the buckets, the rest for buffers in flight.
-	return int(min(max(w.limit()/4*3/int64(len(w.buckets)+1), minFlush), maxFlush))
+	// 3/4 of the budget for the buckets, the rest for buffers in flight;
+	// at most an eighth of it per buffer, so that a small budget (a
+	// writer's share of a BudgetPool) holds a bucket's buffer, those in
+	// flight and spares without shrink dropping buffers at every flush
+	// (each dropped buffer comes back as fresh memory: page faults).
+	limit := w.limit()
+	return int(min(max(min(limit/4*3/int64(len(w.buckets)+1), limit/8), minFlush), maxFlush))
 }
 
 // shrink writes out and releases the largest buffers until the total is
@@ -1274,7 +1279,7 @@ func (w *Writer) Commit(ctx context.Context, committable json.RawMessage) error 
 // open-file limit (WithMaxOpenParts) the earlier ones are closed again,
 // released as they were recorded, and resumed on their next write.
 func (w *Writer) Restore(ctx context.Context, raw json.RawMessage) error {
-	w.Close()
+	w.drop()
 	w.restored = true
 	if raw == nil {
 		return nil
@@ -1497,6 +1502,12 @@ func (w *Writer) Close() error {
 	if w.pool != nil {
 		w.poolOnce.Do(func() { w.pool.writers.Add(-1) })
 	}
+	return w.drop()
+}
+
+// drop is Close without leaving the BudgetPool: Restore starts over with
+// it, and the Writer goes on taking its share of the pool.
+func (w *Writer) drop() error {
 	first := w.io.stop()
 	w.awaitClosing()
 	w.bg.Wait()

@@ -1596,7 +1596,8 @@ func TestSweepEveryFromBackends(t *testing.T) {
 }
 
 // TestBudgetPool: writers of one pool together stay within it, whatever
-// their number; a writer closed gives its share back.
+// their number, also after a recovery restored them; a writer closed gives
+// its share back.
 func TestBudgetPool(t *testing.T) {
 	const pool = 1 << 20
 	p := filesink.NewBudgetPool(pool)
@@ -1606,6 +1607,12 @@ func TestBudgetPool(t *testing.T) {
 		be := localfs.New(mem, fmt.Sprintf("%s/%d", testjob.Out, i))
 		ws = append(ws, newWriter(t, be, 0, filesink.WithBudgetPool(p), filesink.WithBufferBudget(64<<20),
 			filesink.WithAssigner(bucketing.Field("key"))))
+	}
+	// A recovery restores every writer first: each keeps its share.
+	for _, w := range ws {
+		if err := w.Restore(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	total := func() int64 {
 		var n int64
