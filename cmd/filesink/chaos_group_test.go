@@ -162,7 +162,7 @@ func TestChaosGroup(t *testing.T) {
 	g.checkOutput()
 	g.checkWrites()
 	g.checkFence()
-	g.checkFinalized()
+	g.reportFinalized()
 	g.checkClean()
 	t.Logf("%d events %v, %d processes started; proxy:\n%s", len(g.schedule), g.counts, g.runs, g.proxy.Stats())
 }
@@ -1013,17 +1013,16 @@ func (g *groupChaos) checkFence() {
 	}
 }
 
-// checkFinalized checks that takeovers found parts in progress, open
-// across lane checkpoints, and closed them where the decided state
-// recorded them: a kill -9 or a pause leaves the parts of a busy lane
-// open (they roll by size, rollover and inactivity, not at checkpoints).
-func (g *groupChaos) checkFinalized() {
-	n := g.logCount(`msg="in-progress part taken over`)
-	g.note("parts in progress at a takeover, closed where the lane state recorded them: %d", n)
-	if g.counts["kill9"]+g.counts["zombie"] > 0 && n == 0 {
-		g.t.Errorf("%d kill -9 and %d pauses, but no takeover found a part in progress: parts did not span lane checkpoints",
-			g.counts["kill9"], g.counts["zombie"])
-	}
+// reportFinalized reports how many takeovers found parts in progress,
+// open across lane checkpoints, and closed them where the decided state
+// recorded them (the exactly-once checks cover them). It is not a
+// requirement: as the group rebalances at nearly every event, most lanes
+// are handed off cleanly (their parts closed), and a kill lands on a
+// process whose lanes decided a checkpoint with data only some of the
+// time; TestZombieTakeoverMidPart (package group) makes that case every
+// time.
+func (g *groupChaos) reportFinalized() {
+	g.note("parts in progress at a takeover, closed where the lane state recorded them: %d", g.logCount(`msg="in-progress part taken over`))
 }
 
 // logCount counts the lines of every process's log that contain s.
