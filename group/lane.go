@@ -109,14 +109,21 @@ func (r *runner) Assigned(ctx context.Context, generation int32, ids []kafka.Lan
 		return nil
 	}
 	owner := s3.LaneOwner{Member: r.g.MemberID(), Generation: generation, Host: r.host, PID: os.Getpid(), RunID: r.runID}
-	var fresh []kafka.LaneID
-	for _, id := range ids {
+	// The lanes' reads and takeovers run side by side: every lane of the
+	// assignment starts one round trip after the first.
+	isFresh := make([]bool, len(ids))
+	inParallel(len(ids), func(i int) {
+		id := ids[i]
 		head, _, err := s3.ReadLane(ctx, r.cfg.State, id.Topic, id.Partition)
 		if err != nil {
 			r.cfg.Logger.Warn("lane not taken over: reading its state failed", "lane", id.String(), "err", err)
-			continue
+			return
 		}
-		if head == nil {
+		isFresh[i] = head == nil
+	})
+	var fresh []kafka.LaneID
+	for i, id := range ids {
+		if isFresh[i] {
 			fresh = append(fresh, id)
 		}
 	}
@@ -128,17 +135,41 @@ func (r *runner) Assigned(ctx context.Context, generation int32, ids []kafka.Lan
 			return nil
 		}
 	}
+	pos := make([]json.RawMessage, len(ids))
+	took := make([]takeResult, len(ids))
+	inParallel(len(ids), func(i int) {
+		pos[i], took[i] = r.takeOver(ctx, ids[i], owner, first[ids[i]], start, takeOpts{})
+	})
 	out := map[kafka.LaneID]json.RawMessage{}
-	for _, id := range ids {
-		pos, took := r.takeOver(ctx, id, owner, first[id], start, takeOpts{})
-		switch took {
+	for i, id := range ids {
+		switch took[i] {
 		case tookOver:
-			out[id] = pos
+			out[id] = pos[i]
 		case notTaken:
 			r.retakeLater(id)
 		}
 	}
 	return out
+}
+
+// takeoverParallelism bounds the lanes a rebalance reads and takes over
+// at once.
+const takeoverParallelism = 16
+
+// inParallel runs f(0) to f(n-1), at most takeoverParallelism at once,
+// and returns when all returned.
+func inParallel(n int, f func(i int)) {
+	sem := make(chan struct{}, takeoverParallelism)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // takeResult is what came of a takeover.

@@ -949,27 +949,28 @@ func testCrashAfterSweep(t *testing.T, e *env) {
 // testFinalize: a part persisted and then written on by its writer (a
 // process that lost it and does not know yet) is finalized by another:
 // the published file holds exactly the recorded bytes. Finalizing the same
-// resumable again (a crash before its pending was recorded) publishes the
-// same bytes or finds them published.
+// resumable again (a crash before the first pending was recorded) gives a
+// pending that publishes the same bytes; the first one, committed after
+// it, finds them published.
 func testFinalize(t *testing.T, e *env) {
 	w := e.open(target1)
 	e.write(w, hello)
 	r := e.persist(w)
 	e.write(w, world) // the other writer goes on
-	p, err := e.backend().Finalize(e.ctx, r)
+	first, err := e.backend().Finalize(e.ctx, r)
 	if err != nil {
 		t.Fatalf("Finalize: %v", err)
 	}
+	again, err := e.h.Backend().Finalize(e.ctx, r)
+	if err != nil {
+		t.Fatalf("Finalize again: %v", err)
+	}
 	e.close(w)
-	e.commit(p)
+	e.commit(again)
 	e.wantTarget(target1, hello)
 	e.wantVisible(target1)
-	p, err = e.h.Backend().Finalize(e.ctx, r)
-	if err != nil {
-		t.Fatalf("Finalize again after the commit: %v", err)
-	}
-	if err := e.h.Backend().Commit(e.ctx, p); err != nil {
-		t.Fatalf("Commit of the pending of a second Finalize: %v", err)
+	if err := e.h.Backend().Commit(e.ctx, first); err != nil {
+		t.Fatalf("Commit of the first Finalize's pending after the second's: %v", err)
 	}
 	e.wantTarget(target1, hello)
 }

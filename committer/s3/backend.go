@@ -256,6 +256,10 @@ type record struct {
 	TailLength int64 `json:"tail_length,omitempty"`
 	// Length is the part file's length: BytesInParts + TailLength.
 	Length int64 `json:"length"`
+	// Drop lists tail objects that the commit deletes once the file is
+	// published (pending only): those of a resumable that Finalize
+	// turned into this pending.
+	Drop []string `json:"drop,omitempty"`
 }
 
 // tailRec is one tail object.
@@ -325,6 +329,11 @@ func (b *Backend) parse(data json.RawMessage, want string) (record, error) {
 	}
 	if r.Kind == kindPending && (len(r.Parts) == 0 || len(r.Tail) != 0) {
 		return bad("a pending needs parts and no tail")
+	}
+	for _, k := range r.Drop {
+		if t, kind, ok := b.parseStaging(k); !ok || kind != "tail" || t != r.Target || r.Kind != kindPending {
+			return bad("a drop entry is not a tail object of the target")
+		}
 	}
 	return r, nil
 }
@@ -735,6 +744,11 @@ const completeTimeout = 10 * time.Minute
 // attempt whose reply was lost): the sweep aborts that one later. A failure
 // leaves the marker to the sweep.
 func (b *Backend) afterCommit(ctx context.Context, r record) {
+	if len(r.Drop) > 0 {
+		if err := b.deleteKeys(ctx, r.Drop); err != nil {
+			b.o.log.Debug("s3: delete the tail objects of a finalized part (left to the sweep)", "key", r.Key, "err", err)
+		}
+	}
 	mkey := b.markerKey(r.Target)
 	ups, err := b.uploadsOf(ctx, r.Key)
 	if err != nil || len(ups) > 0 {
@@ -938,6 +952,9 @@ func (b *Backend) Finalize(ctx context.Context, resumable json.RawMessage) (json
 	p.Kind = kindPending
 	p.Tail, p.TailLength = nil, 0
 	p.BytesInParts = r.Length
+	for _, t := range r.Tail {
+		p.Drop = append(p.Drop, t.Key)
+	}
 	if r.TailLength == 0 && len(r.Parts) > 0 {
 		return json.Marshal(p)
 	}

@@ -1292,6 +1292,12 @@ func TestFinalizeWhileTheOtherWriterGoesOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Finalized again from the same resumable (a crash before the new
+	// owner's checkpoint recorded the pending): the same part 10,000.
+	p2, err := b.Finalize(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var pr record
 	if err := json.Unmarshal(p, &pr); err != nil {
 		t.Fatal(err)
@@ -1322,13 +1328,14 @@ func TestFinalizeWhileTheOtherWriterGoesOn(t *testing.T) {
 	if got, err = h.ReadTarget(ctx, target); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("after the other writer's commit: %d bytes (%v), want the %d recorded", len(got), err, len(want))
 	}
-	// Finalized again from the same resumable (a crash before the new
-	// owner's checkpoint recorded the pending): Commit finds it published.
-	p2, err := b.Finalize(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The second finalize's pending finds the file published; the tail
+	// objects of the finalized resumable are gone.
 	if err := b.Commit(ctx, p2); err != nil {
 		t.Fatalf("commit of a second finalize: %v", err)
+	}
+	for _, tr := range rec.Tail {
+		if _, err := h.client.HeadObject(ctx, &s3api.HeadObjectInput{Bucket: &h.bucket, Key: aws.String(tr.Key)}); err == nil {
+			t.Errorf("tail object %s of the finalized part is still there", tr.Key)
+		}
 	}
 }
