@@ -84,10 +84,21 @@
 // CloseForCommit waits the same way and uploads the remaining bytes as the
 // last part, which may be smaller than 5 MiB.
 //
-// A part file has at most 10,000 parts (WithMaxParts lowers that for
-// tests). The writer's MustRoll (driver.PartWriter) turns true while the last allowed part is being filled, and the file sink rolls the
+// A part file has at most 10,000 parts (WithMaxParts lowers that: group
+// mode keeps writers at 9,999, tests lower it further). The writer's MustRoll (driver.PartWriter) turns true while the last allowed part is being filled, and the file sink rolls the
 // part file; bytes written to that part before the roll make it grow past
 // the part size (up to S3's 5 GiB per part).
+//
+// # Finalizing a part another process may still write
+//
+// Finalize (group mode: a lane's new owner) turns a resumable into a
+// pending without resuming the upload: the recorded parts, plus the
+// recorded tail bytes read from the tail objects and uploaded as part
+// 10,000, which no writer capped at 9,999 parts ever uses. Whatever the
+// process that lost the part uploads later is never completed: its own
+// completion finds the upload gone, or its checkpoint is fenced first. The
+// pending lists the tail objects it was made from (drop), which the
+// commit deletes once the file is published.
 //
 // # Empty part files
 //
