@@ -42,23 +42,11 @@ var (
 //		return filesink.CountRecords(f, r, bulk.Counters()...)
 //	}
 func CountRecords(f *ManifestFile, r io.Reader, formats ...RecordCounter) (int64, error) {
-	name := f.Path
-	switch {
-	case strings.HasSuffix(name, ".gz"):
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			return 0, err
-		}
-		defer zr.Close()
-		r, name = zr, strings.TrimSuffix(name, ".gz")
-	case strings.HasSuffix(name, ".zst"):
-		zr, err := zstd.NewReader(r)
-		if err != nil {
-			return 0, err
-		}
-		defer zr.Close()
-		r, name = zr, strings.TrimSuffix(name, ".zst")
+	r, name, done, err := decompressByName(f.Path, r)
+	if err != nil {
+		return 0, err
 	}
+	defer done()
 	for _, c := range append(formats, CSV{}) {
 		if strings.HasSuffix(name, c.Extension()) {
 			return c.CountRecords(r, f.Header)
@@ -110,4 +98,25 @@ func countLines(r io.Reader) (int64, error) {
 			return 0, err
 		}
 	}
+}
+
+// decompressByName returns the bytes of r decompressed by the suffix of
+// name (.gz, .zst; anything else as is), name without that suffix, and a
+// func that releases the decompressor.
+func decompressByName(name string, r io.Reader) (io.Reader, string, func(), error) {
+	switch {
+	case strings.HasSuffix(name, ".gz"):
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, name, nil, err
+		}
+		return zr, strings.TrimSuffix(name, ".gz"), func() { zr.Close() }, nil
+	case strings.HasSuffix(name, ".zst"):
+		zr, err := zstd.NewReader(r)
+		if err != nil {
+			return nil, name, nil, err
+		}
+		return zr, strings.TrimSuffix(name, ".zst"), zr.Close, nil
+	}
+	return r, name, func() {}, nil
 }

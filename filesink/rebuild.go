@@ -11,9 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/committer"
 	"github.com/filesink/filesink/committer/driver"
@@ -367,23 +364,11 @@ func sameFile(ctx context.Context, be driver.Backend, target string, r *rebuilt)
 	raw := crc32.New(castagnoli)
 	counted := &countWriter{}
 	tee := io.TeeReader(rc, io.MultiWriter(raw, counted))
-	in := tee
-	switch {
-	case strings.HasSuffix(target, ".gz"):
-		zr, err := gzip.NewReader(in)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", be.FileLocation(target), err)
-		}
-		defer zr.Close()
-		in = zr
-	case strings.HasSuffix(target, ".zst"):
-		zr, err := zstd.NewReader(in)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", be.FileLocation(target), err)
-		}
-		defer zr.Close()
-		in = zr
+	in, _, done, err := decompressByName(target, tee)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", be.FileLocation(target), err)
 	}
+	defer done()
 	h := crc32.New(castagnoli)
 	n, err := io.Copy(h, in)
 	if err != nil {

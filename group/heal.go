@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/filesink/filesink/committer/s3"
@@ -86,12 +85,7 @@ func (r *runner) retakeLanes(ctx context.Context) {
 		ids = append(ids, id)
 	}
 	r.mu.Unlock()
-	slices.SortFunc(ids, func(a, b kafka.LaneID) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
+	slices.SortFunc(ids, kafka.LaneID.Compare)
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return

@@ -10,9 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -621,6 +619,11 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 
 // target opens the --sink of a file or S3 job.
 func (f *runFlags) target(ctx context.Context, log *slog.Logger) (*target, error) {
+	if f.group.name != "" {
+		// A lane's next owner finalizes the parts it takes over with the
+		// last part number (s3.Backend.Finalize): writers stay below it.
+		f.s3.maxParts = s3sink.MaxParts - 1
+	}
 	t, err := openTarget(ctx, f.sink, &f.s3, log, true)
 	if err != nil {
 		return nil, inCommand("run", err)
@@ -629,16 +632,6 @@ func (f *runFlags) target(ctx context.Context, log *slog.Logger) (*target, error
 		var fsys vfs.FS = vfs.OS{}
 		t.backend = localfs.New(fsys, t.local, localfs.WithDirectIO(f.directIO))
 		t.dead = localfs.New(fsys, filepath.Join(t.local, "_dead-letter"), localfs.WithDirectIO(f.directIO))
-	} else if f.group.name != "" {
-		// A lane's next owner finalizes the parts it takes over with the
-		// last part number (s3.Backend.Finalize): writers stay below it.
-		opts := append(slices.Clone(t.s3opts), s3sink.WithMaxParts(s3sink.MaxParts-1))
-		if t.backend, err = s3sink.New(t.client, t.bucket, t.prefix, opts...); err != nil {
-			return nil, usageError("--sink: %v", err)
-		}
-		if t.dead, err = s3sink.New(t.client, t.bucket, path.Join(t.prefix, "_dead-letter"), opts...); err != nil {
-			return nil, usageError("--sink: %v", err)
-		}
 	}
 	return t, nil
 }

@@ -28,6 +28,9 @@ type s3Flags struct {
 	sse, kmsKeyID, storageClass, tags, spillDir    string
 	pathStyle                                      bool
 	concurrency                                    int
+	// maxParts, if set, caps the part numbers of the writers (group mode:
+	// the last one is a takeover's, s3.Backend.Finalize).
+	maxParts int
 }
 
 func (f *s3Flags) register(fs *flag.FlagSet, write bool) {
@@ -80,6 +83,9 @@ func (f *s3Flags) options(log *slog.Logger) ([]s3sink.Option, error) {
 	}
 	if f.concurrency > 0 {
 		opts = append(opts, s3sink.WithConcurrency(f.concurrency))
+	}
+	if f.maxParts > 0 {
+		opts = append(opts, s3sink.WithMaxParts(f.maxParts))
 	}
 	switch f.sse {
 	case "":

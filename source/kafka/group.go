@@ -52,11 +52,13 @@ type LaneID struct {
 // String returns "topic/partition", e.g. "orders/3".
 func (id LaneID) String() string { return id.Topic + "/" + strconv.Itoa(int(id.Partition)) }
 
-func cmpLane(a, b LaneID) int {
-	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+// Compare orders lanes by topic, then partition: -1, 0 or +1 (a negative,
+// zero or positive number) as id sorts before, with or after o.
+func (id LaneID) Compare(o LaneID) int {
+	if c := strings.Compare(id.Topic, o.Topic); c != 0 {
 		return c
 	}
-	return int(a.Partition) - int(b.Partition)
+	return int(id.Partition) - int(o.Partition)
 }
 
 // GroupConfig configures a member of a consumer group that shares the
@@ -296,7 +298,7 @@ func laneIDs(m map[string][]int32) []LaneID {
 			ids = append(ids, LaneID{t, p})
 		}
 	}
-	slices.SortFunc(ids, cmpLane)
+	slices.SortFunc(ids, LaneID.Compare)
 	return ids
 }
 
@@ -595,7 +597,7 @@ func (g *Group) Partitions(ctx context.Context) ([]LaneID, error) {
 			ids = append(ids, LaneID{t, p})
 		}
 	}
-	slices.SortFunc(ids, cmpLane)
+	slices.SortFunc(ids, LaneID.Compare)
 	return ids, nil
 }
 

@@ -244,7 +244,7 @@ func (h *fakeHandler) held() []LaneID {
 	for id := range h.readers {
 		ids = append(ids, id)
 	}
-	slices.SortFunc(ids, cmpLane)
+	slices.SortFunc(ids, LaneID.Compare)
 	return ids
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -116,15 +117,11 @@ type Unassigned struct {
 // It asks the brokers (metadata, DescribeGroups, ListOffsets). Safe for
 // concurrent use.
 func (g *Group) Unassigned(ctx context.Context) ([]Unassigned, error) {
-	described, err := g.adm.DescribeGroups(ctx, g.cfg.Name)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: describe group %s: %w", g.cfg.Name, err)
+	d, err := g.describe(ctx)
+	if err != nil || d.State != "Stable" || len(d.Members) == 0 {
+		return nil, err
 	}
-	d, ok := described[g.cfg.Name]
-	if !ok || d.Err != nil || d.State != "Stable" || len(d.Members) == 0 {
-		return nil, nil
-	}
-	held := described.AssignedPartitions()
+	held := d.AssignedPartitions()
 	parts, err := g.Partitions(ctx)
 	if err != nil {
 		return nil, err
@@ -159,20 +156,29 @@ func (g *Group) ForceRebalance() { g.cl.ForceRebalance() }
 // Members returns the member ids of the group now (DescribeGroups). Safe
 // for concurrent use.
 func (g *Group) Members(ctx context.Context) (map[string]bool, error) {
-	described, err := g.adm.DescribeGroups(ctx, g.cfg.Name)
+	d, err := g.describe(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: describe group %s: %w", g.cfg.Name, err)
-	}
-	d, ok := described[g.cfg.Name]
-	if !ok {
-		return nil, fmt.Errorf("kafka: describe group %s: not described", g.cfg.Name)
-	}
-	if d.Err != nil {
-		return nil, fmt.Errorf("kafka: describe group %s: %w", g.cfg.Name, d.Err)
+		return nil, err
 	}
 	out := make(map[string]bool, len(d.Members))
 	for _, m := range d.Members {
 		out[m.MemberID] = true
 	}
 	return out, nil
+}
+
+// describe describes the group (DescribeGroups).
+func (g *Group) describe(ctx context.Context) (kadm.DescribedGroup, error) {
+	described, err := g.adm.DescribeGroups(ctx, g.cfg.Name)
+	if err != nil {
+		return kadm.DescribedGroup{}, fmt.Errorf("kafka: describe group %s: %w", g.cfg.Name, err)
+	}
+	d, ok := described[g.cfg.Name]
+	switch {
+	case !ok:
+		return d, fmt.Errorf("kafka: describe group %s: not described", g.cfg.Name)
+	case d.Err != nil:
+		return d, fmt.Errorf("kafka: describe group %s: %w", g.cfg.Name, d.Err)
+	}
+	return d, nil
 }

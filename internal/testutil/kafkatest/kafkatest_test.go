@@ -114,8 +114,8 @@ func TestBrokerProcess(t *testing.T) {
 	p.Kill()
 }
 
-// TestGroupMinSessionTimeout: a member asking for a one-second session
-// timeout is refused by kfake's default minimum (6 s) and admitted with
+// TestGroupMinSessionTimeout: a member asking for a session timeout of
+// 1 s is refused by kfake's default minimum (6 s) and admitted with
 // GroupMinSessionTimeout, in process and as a process.
 func TestGroupMinSessionTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
