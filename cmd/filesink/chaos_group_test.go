@@ -12,9 +12,10 @@ package main
 // a clean handoff, exit 0; the slot is filled again by a later scale up).
 // While the events happen the proxy holds every lane HEAD write that marks
 // a lane done (its owners wait on it, are revoked, killed or paused like
-// any other), so the job cannot finish before the events end, and it holds
-// each part upload for a while (a slow S3), so that data still flows while
-// they land. If the events made no zombie that the fence stopped, one is
+// any other), so the job cannot finish before the events end. The broker
+// answers fetches slowly, so that the lanes read for most of the time the
+// events take: parts are open at many lane checkpoints when the events
+// hit their writers. If the events made no zombie that the fence stopped, one is
 // made: a process's HEAD write is held in the proxy while the process
 // sleeps and let go once another process took the lane over. Then the
 // held writes are let go, every process must exit 0 on its own (bounded:
@@ -26,6 +27,9 @@ package main
 //     successful PutObject or CompleteMultipartUpload of one key), and every
 //     visible object is one logged write;
 //   - the fence was exercised: a lane HEAD write lost with 412;
+//   - a part open at two or more lane checkpoints was crossed by each kind
+//     of event (with enough events), and one taken over in progress was
+//     published at the length its last checkpoint recorded;
 //   - after a further run of the same command, which finds the job
 //     finished, no multipart upload and no staging object is left, and
 //     `filesink verify` passes.
@@ -83,12 +87,6 @@ const (
 	// minutes. 3 s still gives a handoff (one final checkpoint per lane)
 	// ample time.
 	groupChaosRebalance = 3 * time.Second
-	// The proxy holds every part upload for groupChaosHoldMin during the
-	// events, twice as long (up to groupChaosHoldMax) whenever the job's
-	// data runs ahead of them, so that data still flows while they land
-	// (holdDone keeps the job from finishing before they end).
-	groupChaosHoldMin = 2 * time.Second
-	groupChaosHoldMax = 32 * time.Second
 	// groupChaosPause is how long a zombie sleeps: three session timeouts,
 	// so the group surely gave its partitions to others.
 	groupChaosPause = 3 * groupChaosSession
@@ -102,6 +100,22 @@ const (
 	// relative to the bucket.
 	groupChaosLanes = s3ChaosPrefix + "/_filesink/lanes/"
 )
+
+// groupChaosFetchBytes is the processes' partition fetch size and the
+// producer's batch size: a fetch reads one batch of a partition.
+const groupChaosFetchBytes = 8 << 10
+
+// fetchDelay is how long the broker holds each fetch: long enough that
+// the lanes read their partitions for about 80% of the time the events
+// take, so that parts are open at many lane checkpoints while the events
+// land (unslowed, the lanes read everything in the first seconds, and the
+// events hit finished lanes).
+func (g *groupChaos) fetchDelay() time.Duration {
+	const recordBytes = 60 // a record in a batch, about
+	events := time.Duration(g.nEvents) * (groupChaosGapMin + groupChaosGapRand/2)
+	fetches := groupChaosRecords / groupChaosPartitions * recordBytes / groupChaosFetchBytes
+	return events * 8 / 10 / time.Duration(fetches)
+}
 
 // groupMember is one process of the group, in its slot.
 type groupMember struct {
@@ -142,6 +156,8 @@ type groupChaos struct {
 	runs     int            // processes started
 	counts   map[string]int // events by kind
 	schedule []string       // what happened, for the log
+	heads    *headBodies    // the bodies of lane HEAD writes
+	hits     map[int][]hit  // the events that hit each process, by PID
 	done     bool           // a process exited 0 on its own: the job is finished
 }
 
@@ -153,9 +169,8 @@ func TestChaosGroup(t *testing.T) {
 		g.start(i)
 	}
 	releaseDone := g.holdDone()
-	hold := g.chaos()
+	g.chaos()
 	g.forceFence()
-	g.proxy.Remove(hold)
 	releaseDone()
 	g.drain()
 	g.finalRun()
@@ -163,6 +178,7 @@ func TestChaosGroup(t *testing.T) {
 	g.checkWrites()
 	g.checkFence()
 	g.reportFinalized()
+	g.checkSpanningParts()
 	g.checkClean()
 	t.Logf("%d events %v, %d processes started; proxy:\n%s", len(g.schedule), g.counts, g.runs, g.proxy.Stats())
 }
@@ -172,7 +188,7 @@ func TestChaosGroup(t *testing.T) {
 func newGroupChaos(t *testing.T) *groupChaos {
 	srv := minio.Shared(t)
 	s3ChildEnv(t, srv)
-	g := &groupChaos{t: t, srv: srv, client: srv.Client(t), bucket: srv.NewBucket(t), counts: map[string]int{}}
+	g := &groupChaos{t: t, srv: srv, client: srv.Client(t), bucket: srv.NewBucket(t), counts: map[string]int{}, hits: map[int][]hit{}}
 	g.seed = chaosSeed(t)
 	g.rng = rand.New(rand.NewPCG(g.seed, 7))
 	g.nEvents = groupChaosEvents
@@ -186,16 +202,18 @@ func newGroupChaos(t *testing.T) *groupChaos {
 	t.Logf("replay this schedule: FILESINK_CHAOS_SEED=%d FILESINK_GROUP_CHAOS_EVENTS=%d go test -race -run 'TestChaosGroup$' ./cmd/filesink/ (the event gaps are the same; what the processes are doing when an event lands depends on the machine's speed)", g.seed, g.nEvents)
 	g.bin = buildCLI(t)
 	broker := kafkatest.StartBroker(t, kafkatest.BuildBroker(t), []kafkatest.Topic{{Name: groupChaosTopic, Partitions: groupChaosPartitions}},
-		"-group-min-session-timeout", "500ms")
-	g.in = produceKafkaInput(t, broker.Addr, groupChaosTopic, groupChaosPartitions, groupChaosRecords, true, 1<<20, g.rng)
+		"-group-min-session-timeout", "500ms", "-fetch-delay", g.fetchDelay().String())
+	g.in = produceKafkaInput(t, broker.Addr, groupChaosTopic, groupChaosPartitions, groupChaosRecords, true, groupChaosFetchBytes, g.rng)
 	g.proxy = faultproxy.New(t, srv.Endpoint())
 	g.cutHeadReplies()
+	g.captureHeads()
 	g.sink = "s3://" + g.bucket + "/" + s3ChaosPrefix
 	g.state = g.sink + "/_filesink"
 	// Not fetch_max_bytes to slow the lanes down: kfake leaves out the
 	// aborted transactions of a partition whose data a fetch's total
 	// limit cuts, and read_committed consumers then get aborted records.
-	src := fmt.Sprintf("kafka://%s/%s", broker.Addr, groupChaosTopic)
+	// The partition limit and the broker's fetch delay do it (fetchDelay).
+	src := fmt.Sprintf("kafka://%s/%s?fetch_max_partition_bytes=%d", broker.Addr, groupChaosTopic, groupChaosFetchBytes)
 	g.args = []string{"run", "--source", src, "--group", groupChaosGroup, "--bounded",
 		"--session-timeout", groupChaosSession.String(), "--rebalance-timeout", groupChaosRebalance.String(), "--checkpoint-interval", "200ms",
 		"--sink", g.sink, "--s3-endpoint", g.proxy.URL(), "--s3-path-style", "--progress", "off"}
@@ -449,6 +467,7 @@ func (g *groupChaos) holdDone() (release func()) {
 			if !isLaneHead(r.URL.Path) {
 				return false
 			}
+			g.heads.capture(r) // this rule comes first: it would hide the body
 			b, err := faultproxy.PeekBody(r)
 			return err == nil && bytes.Contains(b, done)
 		},
@@ -462,22 +481,18 @@ func (g *groupChaos) holdDone() (release func()) {
 
 // chaos runs the events, one every 100 to 400 ms, until there were
 // g.nEvents or the job finished (which fails the test: the events must
-// land while it runs; holdDone sees to that). The proxy holds the part
-// uploads meanwhile (see groupChaosHoldMin), longer whenever the job's
-// data runs ahead of the events; chaos returns that rule, for the caller
-// to remove.
-func (g *groupChaos) chaos() (rule faultproxy.RuleID) {
+// land while it runs; holdDone sees to that). The lanes read slowly
+// meanwhile (fetchDelay).
+func (g *groupChaos) chaos() {
 	start := time.Now()
-	hold := groupChaosHoldMin
-	rule = g.holdParts(hold)
 	for i := 0; i < g.nEvents; i++ {
 		time.Sleep(groupChaosGapMin + time.Duration(g.rng.Int64N(int64(groupChaosGapRand))))
 		g.reap()
 		g.wake(false)
 		if g.done {
-			g.t.Errorf("the job finished after %d of %d events (%v), with the proxy holding each part upload %v: the events must land while it runs",
-				i, g.nEvents, time.Since(start).Round(time.Millisecond), hold)
-			return rule
+			g.t.Errorf("the job finished after %d of %d events (%v): the events must land while it runs",
+				i, g.nEvents, time.Since(start).Round(time.Millisecond))
+			return
 		}
 		if i == g.nEvents/3 && g.lost412() == 0 {
 			// A zombie the fence must stop, made while the lanes still
@@ -487,20 +502,13 @@ func (g *groupChaos) chaos() (rule faultproxy.RuleID) {
 			g.fenceAttempt(1)
 		}
 		g.event(i)
-		next, end, text := g.progress()
 		if i%10 == 9 {
-			g.note("after %d events: %s; the proxy holds each part upload %v", i+1, text, hold)
-		}
-		if end > 0 && float64(next)/float64(end) > 0.9*float64(i+1)/float64(g.nEvents) && hold < groupChaosHoldMax {
-			hold = min(2*hold, groupChaosHoldMax)
-			g.proxy.Remove(rule)
-			rule = g.holdParts(hold)
-			g.note("after %d events: %s: the proxy holds each part upload %v from now on", i+1, text, hold)
+			_, _, text := g.progress()
+			g.note("after %d events: %s", i+1, text)
 		}
 	}
 	_, _, text := g.progress()
 	g.note("%d events in %v: %v; %s", g.nEvents, time.Since(start).Round(time.Millisecond), g.counts, text)
-	return rule
 }
 
 // holdParts makes the proxy hold each upload of a part file's data for d
@@ -579,6 +587,7 @@ func (g *groupChaos) event(i int) {
 			cand = live
 		}
 		m := cand[g.rng.IntN(len(cand))]
+		g.hitProcess(m, kind)
 		m.p.Kill()
 		if m.termed {
 			// Its slot went to the next process when it got SIGTERM.
@@ -596,6 +605,7 @@ func (g *groupChaos) event(i int) {
 			cand = owners
 		}
 		m := cand[g.rng.IntN(len(cand))]
+		g.hitProcess(m, kind)
 		g.pause(m)
 		g.note("event %d: SIGSTOP %v for %v (it owns %d unfinished lane(s))", i, m, groupChaosPause, g.owned(m))
 	case "scale-up":
@@ -604,6 +614,7 @@ func (g *groupChaos) event(i int) {
 		g.note("event %d: scale up: started %v", i, g.members[slot])
 	case "scale-down":
 		m := busy[g.rng.IntN(len(busy))]
+		g.hitProcess(m, kind)
 		if err := m.p.Signal(syscall.SIGTERM); err != nil {
 			g.t.Errorf("SIGTERM to %v: %v", m, err)
 		}

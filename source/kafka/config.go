@@ -89,6 +89,11 @@ type Config struct {
 	// FetchMaxBytes is the most data one fetch asks a broker for
 	// (DefaultFetchMaxBytes if 0).
 	FetchMaxBytes int32
+	// FetchMaxPartitionBytes is the most data one fetch asks for from one
+	// partition (Kafka's max.partition.fetch.bytes; if 0, the smaller of
+	// DefaultFetchMaxPartitionBytes and FetchMaxBytes). A broker returns
+	// at least one record batch however large.
+	FetchMaxPartitionBytes int32
 	// TLS, if not nil, connects with TLS.
 	TLS *TLSConfig
 	// SASL, if not nil, authenticates with SASL.
@@ -262,6 +267,14 @@ func (c Config) validate() (validated, error) {
 		errs = append(errs, fmt.Errorf("fetch max bytes %d: negative", c.FetchMaxBytes))
 	} else if c.FetchMaxBytes == 0 {
 		v.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	switch {
+	case c.FetchMaxPartitionBytes < 0:
+		errs = append(errs, fmt.Errorf("fetch max partition bytes %d: negative", c.FetchMaxPartitionBytes))
+	case c.FetchMaxPartitionBytes == 0:
+		v.FetchMaxPartitionBytes = min(v.FetchMaxBytes, DefaultFetchMaxPartitionBytes)
+	case c.FetchMaxPartitionBytes > v.FetchMaxBytes:
+		errs = append(errs, fmt.Errorf("fetch max partition bytes %d: more than the fetch max bytes %d", c.FetchMaxPartitionBytes, v.FetchMaxBytes))
 	}
 	if v.probeInterval <= 0 {
 		v.probeInterval = defaultProbeInterval

@@ -276,7 +276,7 @@ func (g *Group) groupOpts() []kgo.Opt {
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxBytes(v.FetchMaxBytes),
-		kgo.FetchMaxPartitionBytes(min(v.FetchMaxBytes, DefaultFetchMaxPartitionBytes)),
+		kgo.FetchMaxPartitionBytes(v.FetchMaxPartitionBytes),
 		// See startConsumer.
 		kgo.DisableFetchSessions(),
 		// A partition resumed after its lane was full is fetched only

@@ -233,7 +233,7 @@ func (s *Source) startConsumer(opts []kgo.Opt) error {
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxBytes(s.cfg.FetchMaxBytes),
-		kgo.FetchMaxPartitionBytes(min(s.cfg.FetchMaxBytes, DefaultFetchMaxPartitionBytes)),
+		kgo.FetchMaxPartitionBytes(s.cfg.FetchMaxPartitionBytes),
 		// Without fetch sessions (KIP-227), which save a little request
 		// size with many partitions: franz-go v1.22.3 kills a session at
 		// Close while its fetch goroutine may still be updating it (a

@@ -16,7 +16,7 @@ import (
 // URIForm is the syntax ParseURI accepts, for help texts.
 const URIForm = `kafka://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]` +
 	`[?partitions=0,1&start=earliest|latest|RFC3339|UNIXMILLIS&bounded=true&monitor_group=G` +
-	`&client_id=ID&connect_timeout=10s&fetch_max_bytes=N` +
+	`&client_id=ID&connect_timeout=10s&fetch_max_bytes=N&fetch_max_partition_bytes=N` +
 	`&tls=true&tls_ca=FILE&tls_cert=FILE&tls_key=FILE&tls_server_name=NAME&tls_insecure=true` +
 	`&sasl=plain|scram-sha-256|scram-sha-512&sasl_user=U&sasl_password_file=FILE]`
 
@@ -26,7 +26,7 @@ const groupParameterMsg = "the URI parameter group= is now monitor_group= (offse
 
 // uriParams are the known query parameters.
 var uriParams = []string{
-	"partitions", "start", "bounded", "monitor_group", "client_id", "connect_timeout", "fetch_max_bytes",
+	"partitions", "start", "bounded", "monitor_group", "client_id", "connect_timeout", "fetch_max_bytes", "fetch_max_partition_bytes",
 	"tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "tls_insecure",
 	"sasl", "sasl_user", "sasl_password_file",
 }
@@ -39,7 +39,8 @@ var uriParams = []string{
 // latest, an RFC 3339 time or Unix milliseconds; default earliest), bounded
 // (true/false), monitor_group (Config.Group: the consumer group that
 // CommitToGroup mirrors offsets to, for lag dashboards), client_id,
-// connect_timeout (a Go duration), fetch_max_bytes; tls=true or any tls_*
+// connect_timeout (a Go duration), fetch_max_bytes,
+// fetch_max_partition_bytes; tls=true or any tls_*
 // parameter enables TLS (tls_ca, tls_cert, tls_key: PEM files;
 // tls_server_name; tls_insecure=true skips verification); sasl (plain,
 // scram-sha-256, scram-sha-512) with the user and password from the URI's
@@ -215,6 +216,13 @@ func (p *uriParser) options(c *Config) {
 			p.errs = append(p.errs, fmt.Errorf("fetch_max_bytes %q: want an integer >= 1", v))
 		}
 		c.FetchMaxBytes = int32(n)
+	}
+	if v, ok := p.get("fetch_max_partition_bytes"); ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			p.errs = append(p.errs, fmt.Errorf("fetch_max_partition_bytes %q: want an integer >= 1", v))
+		}
+		c.FetchMaxPartitionBytes = int32(n)
 	}
 }
 

@@ -24,9 +24,9 @@ func TestParseURI(t *testing.T) {
 		want Config
 	}{
 		{"kafka://localhost:9092/events", Config{Brokers: []string{"localhost:9092"}, Topics: []string{"events"}}},
-		{"KAFKA://a:1,b:2,[::1]:3/t1,t.2?partitions=0,3&start=latest&bounded=true&monitor_group=g&client_id=me&connect_timeout=3s&fetch_max_bytes=1000",
+		{"KAFKA://a:1,b:2,[::1]:3/t1,t.2?partitions=0,3&start=latest&bounded=true&monitor_group=g&client_id=me&connect_timeout=3s&fetch_max_bytes=1000&fetch_max_partition_bytes=500",
 			Config{Brokers: []string{"a:1", "b:2", "[::1]:3"}, Topics: []string{"t1", "t.2"}, Partitions: []int32{0, 3}, Start: "latest",
-				Bounded: true, Group: "g", ClientID: "me", ConnectTimeout: 3 * time.Second, FetchMaxBytes: 1000}},
+				Bounded: true, Group: "g", ClientID: "me", ConnectTimeout: 3 * time.Second, FetchMaxBytes: 1000, FetchMaxPartitionBytes: 500}},
 		{"kafka://h:1/t?start=2026-01-02T03:04:05Z", Config{Brokers: []string{"h:1"}, Topics: []string{"t"}, Start: "2026-01-02T03:04:05Z"}},
 		{"kafka://h:1/t?start=1700000000000&bounded=false", Config{Brokers: []string{"h:1"}, Topics: []string{"t"}, Start: "1700000000000"}},
 		{"kafka://h:1/t?tls=true", Config{Brokers: []string{"h:1"}, Topics: []string{"t"}, TLS: &TLSConfig{}}},
@@ -58,6 +58,7 @@ func TestParseURI(t *testing.T) {
 		{"kafka://h:99999/t", `port "99999"`},
 		{"kafka://h:1/a/b", "one path segment"},
 		{"kafka://h:1/bad topic", `topic "bad topic"`},
+		{"kafka://h:1/t?fetch_max_partition_bytes=0", `fetch_max_partition_bytes "0"`},
 		{"kafka://h:1/t,t", `topic "t" given twice`},
 		{"kafka://h:1/t?partitions=x", `partitions "x"`},
 		{"kafka://h:1/t?partitions=1,1", "partition 1 given twice"},

@@ -81,6 +81,14 @@ func (p *Proxy) Replies() []Reply {
 	return append([]Reply(nil), p.replies...)
 }
 
+// Seq returns the Seq of the last reply logged (0: none yet): a reply
+// with a greater Seq came after this call.
+func (p *Proxy) Seq() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seq
+}
+
 // Writes returns the audit log of writes to visible keys: the replies to
 // PutObject and CompleteMultipartUpload that are OK, in the order they
 // came, except those to keys for which hidden returns true (nil: every key

@@ -23,6 +23,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/filesink/filesink/internal/testutil/kafkatest"
 )
@@ -61,6 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (host:port; port 0 picks a free one)")
 	dataDir := fs.String("data-dir", "", "directory to persist the log in (default: memory only)")
+	fetchDelay := fs.Duration("fetch-delay", 0, "how long the broker holds each fetch before it answers (a slow broker: with a consumer's small partition fetch size, it bounds how fast a partition is read)")
 	minSession := fs.Duration("group-min-session-timeout", 0, "shortest session timeout of a consumer group member (default: kfake's, 6s)")
 	var topics topicsFlag
 	fs.Var(&topics, "topic", "topic to create, NAME:PARTITIONS (repeatable)")
@@ -70,6 +74,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if *fetchDelay < 0 {
+		return fmt.Errorf("-fetch-delay %v: negative", *fetchDelay)
+	}
 	if *minSession < 0 {
 		return fmt.Errorf("-group-min-session-timeout %v: negative", *minSession)
 	}
@@ -78,6 +85,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	if d := *fetchDelay; d > 0 {
+		// SleepControl lets the broker serve the other connections
+		// (the group's heartbeats among them) while a fetch waits.
+		c.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			c.SleepControl(func() { time.Sleep(d) })
+			return nil, nil, false
+		})
+	}
 	if _, err := fmt.Fprintln(stdout, c.Addrs()[0]); err != nil {
 		return err
 	}
