@@ -83,14 +83,16 @@ type openPart struct {
 	lastSeq  int64 // the last of them
 	length   int64 // the length it recorded
 	closedBy int64 // Seq of a later decided checkpoint of the same owner epoch (0: none)
+	current  bool  // the lane's newest decided checkpoint recorded it in progress
 }
 
 // laneParts reads the decided lane HEAD writes and returns the parts they
-// recorded in progress, by target.
-func (g *groupChaos) laneParts() map[string]*openPart {
-	parts := map[string]*openPart{}
+// recorded in progress, by target, and the number of decided writes whose
+// body the proxy did not keep.
+func (g *groupChaos) laneParts() (parts map[string]*openPart, missing int) {
+	parts = map[string]*openPart{}
 	lastOfEpoch := map[string]int64{} // lane/epoch -> Seq of its last decided HEAD
-	missing := 0
+	lastOfLane := map[string]int64{}  // lane -> Seq of its last decided HEAD
 	for _, r := range g.proxy.Replies() {
 		if r.Kind != faultproxy.PutObject || !r.OK() || !strings.HasPrefix(r.Key, groupChaosLanes) || !strings.HasSuffix(r.Key, "/"+s3sink.LaneHeadFile) {
 			continue
@@ -102,6 +104,7 @@ func (g *groupChaos) laneParts() map[string]*openPart {
 		}
 		lane := strings.TrimSuffix(strings.TrimPrefix(r.Key, groupChaosLanes), "/"+s3sink.LaneHeadFile)
 		lastOfEpoch[epochKey(lane, h.Epoch)] = r.Seq
+		lastOfLane[lane] = r.Seq
 		if h.Checkpoint == nil {
 			continue
 		}
@@ -132,11 +135,30 @@ func (g *groupChaos) laneParts() map[string]*openPart {
 		if last := lastOfEpoch[epochKey(op.lane, op.epoch)]; last > op.lastSeq {
 			op.closedBy = last
 		}
+		op.current = op.lastSeq == lastOfLane[op.lane]
 	}
-	if missing > 0 {
-		g.note("lane HEAD writes whose body the proxy did not keep: %d", missing)
+	return parts, missing
+}
+
+// spanningOwners returns the members of ms whose lane's newest decided
+// checkpoint recorded a part in progress that an earlier one had recorded
+// too: an event that hits one of them crosses a part open across lane
+// checkpoints.
+func (g *groupChaos) spanningOwners(ms []*groupMember) []*groupMember {
+	parts, _ := g.laneParts()
+	pids := map[int]bool{}
+	for _, op := range parts {
+		if op.seen >= 2 && op.current {
+			pids[op.pid] = true
+		}
 	}
-	return parts
+	var out []*groupMember
+	for _, m := range ms {
+		if pids[m.p.PID()] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // decodeLaneHead decodes the body of a lane HEAD write: the head's JSON
@@ -170,7 +192,11 @@ func (g *groupChaos) checkSpanningParts() {
 	objs := g.visibleObjects()
 	by := map[string]int{}
 	var short []string
-	for target, op := range g.laneParts() {
+	parts, missing := g.laneParts()
+	if missing > 0 {
+		g.note("lane HEAD writes whose body the proxy did not keep: %d", missing)
+	}
+	for target, op := range parts {
 		size, visible := objs[target]
 		if op.seen < 2 || !visible {
 			continue

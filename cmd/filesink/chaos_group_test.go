@@ -93,9 +93,19 @@ const (
 	// Events come every groupChaosGapMin + [0, groupChaosGapRand).
 	groupChaosGapMin  = 100 * time.Millisecond
 	groupChaosGapRand = 300 * time.Millisecond
+	// Every groupChaosQuietEvery events, the events stop for groupChaosQuiet
+	// before and after one. Under an event every few hundred ms a process
+	// lives about a second and no lane decides a checkpoint, so no part is
+	// open across lane checkpoints for an event to cross. In the quiet the
+	// group settles and the lanes decide checkpoints with parts open; the
+	// event then lands, preferably on a process that owns such a part
+	// (spanningOwners), and the quiet after it lets the group move that
+	// process's lanes (a zombie's while it sleeps).
+	groupChaosQuietEvery = 25
+	groupChaosQuiet      = 4 * time.Second
 	// groupChaosDrain bounds the wait, after the events, for every process
 	// to exit.
-	groupChaosDrain = 3 * time.Minute
+	groupChaosDrain = 5 * time.Minute
 	// groupChaosLanes is the state prefix of the lanes' HEAD objects,
 	// relative to the bucket.
 	groupChaosLanes = s3ChaosPrefix + "/_filesink/lanes/"
@@ -106,15 +116,17 @@ const (
 const groupChaosFetchBytes = 8 << 10
 
 // fetchDelay is how long the broker holds each fetch: long enough that
-// the lanes read their partitions for about 80% of the time the events
-// take, so that parts are open at many lane checkpoints while the events
-// land (unslowed, the lanes read everything in the first seconds, and the
-// events hit finished lanes).
+// the lanes read their partitions over the quiet windows of the events
+// (groupChaosQuietEvery), so that parts are open at many lane checkpoints
+// when the events land (unslowed, the lanes read everything in the first
+// seconds, and the events hit finished lanes). Between the quiet windows
+// the lanes barely move; in them, they read about half the time (the
+// rest, the group settles), which the delay counts on.
 func (g *groupChaos) fetchDelay() time.Duration {
 	const recordBytes = 60 // a record in a batch, about
-	events := time.Duration(g.nEvents) * (groupChaosGapMin + groupChaosGapRand/2)
+	quiet := time.Duration(g.nEvents/groupChaosQuietEvery) * 2 * groupChaosQuiet
 	fetches := groupChaosRecords / groupChaosPartitions * recordBytes / groupChaosFetchBytes
-	return events * 8 / 10 / time.Duration(fetches)
+	return quiet / 2 / time.Duration(fetches)
 }
 
 // groupMember is one process of the group, in its slot.
@@ -180,7 +192,7 @@ func TestChaosGroup(t *testing.T) {
 	g.reportFinalized()
 	g.checkSpanningParts()
 	g.checkClean()
-	t.Logf("%d events %v, %d processes started; proxy:\n%s", len(g.schedule), g.counts, g.runs, g.proxy.Stats())
+	t.Logf("%d events %v, %d processes started; proxy:\n%s", g.nEvents, g.counts, g.runs, g.proxy.Stats())
 }
 
 // newGroupChaos builds the CLI and the broker, starts the broker, MinIO
@@ -479,13 +491,18 @@ func (g *groupChaos) holdDone() (release func()) {
 	})
 }
 
-// chaos runs the events, one every 100 to 400 ms, until there were
-// g.nEvents or the job finished (which fails the test: the events must
-// land while it runs; holdDone sees to that). The lanes read slowly
-// meanwhile (fetchDelay).
+// chaos runs the events, one every 100 to 400 ms with a quiet window
+// around every groupChaosQuietEvery-th, until there were g.nEvents or the
+// job finished (which fails the test: the events must land while it
+// runs; holdDone sees to that). The lanes read slowly meanwhile
+// (fetchDelay).
 func (g *groupChaos) chaos() {
 	start := time.Now()
 	for i := 0; i < g.nEvents; i++ {
+		quiet := i%groupChaosQuietEvery == groupChaosQuietEvery-1
+		if quiet {
+			g.quiet()
+		}
 		time.Sleep(groupChaosGapMin + time.Duration(g.rng.Int64N(int64(groupChaosGapRand))))
 		g.reap()
 		g.wake(false)
@@ -502,6 +519,9 @@ func (g *groupChaos) chaos() {
 			g.fenceAttempt(1)
 		}
 		g.event(i)
+		if quiet {
+			g.quiet()
+		}
 		if i%10 == 9 {
 			_, _, text := g.progress()
 			g.note("after %d events: %s", i+1, text)
@@ -509,6 +529,16 @@ func (g *groupChaos) chaos() {
 	}
 	_, _, text := g.progress()
 	g.note("%d events in %v: %v; %s", g.nEvents, time.Since(start).Round(time.Millisecond), g.counts, text)
+}
+
+// quiet lets groupChaosQuiet pass with no event, waking the paused
+// processes on time.
+func (g *groupChaos) quiet() {
+	for end := time.Now().Add(groupChaosQuiet); time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+		g.reap()
+		g.wake(false)
+	}
 }
 
 // holdParts makes the proxy hold each upload of a part file's data for d
@@ -579,12 +609,15 @@ func (g *groupChaos) event(i int) {
 	g.counts[kind]++
 	switch kind {
 	case "kill9":
-		// Mostly a process at work; one in five draws also takes those
+		// Mostly a process at work, preferably one that owns a part open
+		// across lane checkpoints; one in five draws also takes those
 		// handing off after SIGTERM (kill -9 in the middle of a handoff),
 		// the others are left to exit 0.
 		cand := busy
 		if len(cand) == 0 || g.rng.IntN(5) == 0 {
 			cand = live
+		} else if owners := g.spanningOwners(busy); len(owners) > 0 {
+			cand = owners
 		}
 		m := cand[g.rng.IntN(len(cand))]
 		g.hitProcess(m, kind)
@@ -599,9 +632,14 @@ func (g *groupChaos) event(i int) {
 		g.note("event %d: kill -9 %v; restarted", i, m)
 		g.start(m.slot)
 	case "zombie":
-		// An owner of lanes if there is one: its lanes move while it sleeps.
+		// An owner of a part open across lane checkpoints if there is
+		// one, else an owner of lanes: its lanes move while it sleeps.
+		// (Any process would do for the fence; one that owns such a part
+		// makes the takeover close a part a zombie may still write.)
 		cand := busy
-		if owners := g.owners(busy); len(owners) > 0 {
+		if owners := g.spanningOwners(busy); len(owners) > 0 {
+			cand = owners
+		} else if owners := g.owners(busy); len(owners) > 0 {
 			cand = owners
 		}
 		m := cand[g.rng.IntN(len(cand))]
