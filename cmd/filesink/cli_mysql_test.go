@@ -2,11 +2,14 @@ package main
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 )
@@ -163,6 +166,12 @@ func mysqlRows(t *testing.T, db *sql.DB, q string) map[int64]int64 {
 func deadOrigins(t *testing.T, db *sql.DB, dir string) map[string]int {
 	t.Helper()
 	rows, err := db.Query("SELECT origin FROM filesink_dead_letter")
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1146 {
+		// A run killed before the sink created the table: none yet (the
+		// final check compares the count with the bad records).
+		return map[string]int{}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
