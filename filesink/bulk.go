@@ -3,7 +3,7 @@ package filesink
 import (
 	"io"
 
-	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // BulkFormat makes the writers of a bulk (columnar) format, such as Parquet

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/filesink/filesink/bucketing"
 	"github.com/filesink/filesink/source"
 )

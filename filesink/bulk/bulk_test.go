@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/apache/arrow/go/v15/parquet/file"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/source"
 )
@@ -32,8 +32,8 @@ func TestParseSchemaAllTypes(t *testing.T) {
 		"big: type=decimal(38, 4), nullable",
 		"tags: type=list<element: utf8, nullable>, nullable",
 		"matrix: type=list<element: list<element: int32, nullable>, nullable>, nullable",
-		"addr: type=struct<city: utf8, zip: int32, geo: struct<lat: float64>>, nullable",
-		"items: type=list<element: struct<sku: utf8, qty: int64>, nullable>, nullable",
+		"addr: type=struct<city: utf8, zip: int32 nullable, geo: struct<lat: float64 nullable> nullable>, nullable",
+		"items: type=list<element: struct<sku: utf8 nullable, qty: int64>, nullable>, nullable",
 	}
 	fs := s.Arrow().Fields()
 	if len(fs) != len(want) {

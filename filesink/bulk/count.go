@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"io"
 
-	"github.com/apache/arrow/go/v15/arrow/ipc"
-	"github.com/apache/arrow/go/v15/parquet/file"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/filesink/filesink/filesink"
 )

@@ -3,7 +3,7 @@ package bulk
 import (
 	"fmt"
 
-	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/filesink/filesink/source"
 )
 

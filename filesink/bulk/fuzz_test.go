@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // FuzzConvert checks the JSON -> Arrow converter against encoding/json:

@@ -3,7 +3,7 @@ package bulk
 import (
 	"testing"
 
-	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // BenchmarkConvert is the JSON -> Arrow conversion of one benchmark record
