@@ -40,6 +40,7 @@ var layers = map[string]int{
 	"committer/localfs":    5,
 	"committer/s3":         5,
 	"committer/mysqlxa":    5,
+	"committer/iceberg":    5,
 	"committer/drivertest": 5,
 	// Sinks.
 	"filesink":       6,
