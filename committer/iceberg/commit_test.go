@@ -185,6 +185,9 @@ func (l *lost) CommitTable(ctx context.Context, id table.Identifier, reqs []tabl
 func TestCommitOnce(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
+	if fs, err := e.load().FS(ctx); err != nil || fmt.Sprintf("%T", fs) != "*iceberg.LocalIO" {
+		t.Fatalf("the local warehouse's IO is %T (%v), not the package's LocalIO", fs, err)
+	}
 	c := ice.NewTable(e.cat, ident, "job1")
 	ck1 := []ice.LaneCommit{{Checkpoint: 1, Files: []iceberg.DataFile{e.file("", 0, 100), e.file("", 100, 50)}}}
 	for i, want := range [][]string{{""}, nil} {
