@@ -65,9 +65,17 @@ func newEnv(t *testing.T) *env {
 }
 
 // file writes the records [first, first+n) of lane as a Parquet data file
-// with the table's field ids and returns its DataFile.
+// of the table and returns its DataFile.
 func (e *env) file(lane string, first int64, n int) iceberg.DataFile {
 	e.t.Helper()
+	return writeFile(e.t, e.load(), lane, first, n)
+}
+
+// writeFile writes the records [first, first+n) of lane as a Parquet data
+// file with tbl's field ids under its location (local), and returns its
+// DataFile.
+func writeFile(t *testing.T, tbl *table.Table, lane string, first int64, n int) iceberg.DataFile {
+	t.Helper()
 	id := func(n int) arrow.Metadata {
 		return arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{strconv.Itoa(n)})
 	}
@@ -83,32 +91,32 @@ func (e *env) file(lane string, first int64, n int) iceberg.DataFile {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	path := filepath.Join(e.dir, "warehouse", "db", "events", "data", fmt.Sprintf("%s-%d.parquet", strings.ReplaceAll(lane, "/", "."), first))
+	loc := tbl.Location() + "/data/" + fmt.Sprintf("%s-%d.parquet", strings.ReplaceAll(lane, "/", "."), first)
+	path := strings.TrimPrefix(loc, "file://")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	out, err := os.Create(path)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	w, err := pqarrow.NewFileWriter(schema, out, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := w.Write(rec); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	tbl := e.load()
-	fs, err := tbl.FS(e.t.Context())
+	fs, err := tbl.FS(t.Context())
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	df, err := table.FileToDataFile(e.t.Context(), fs, "file://"+path, tbl.Schema(), tbl.Spec(), 0, tbl.Properties())
+	df, err := table.FileToDataFile(t.Context(), fs, loc, tbl.Schema(), tbl.Spec(), 0, tbl.Properties())
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return df
 }
