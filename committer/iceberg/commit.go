@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,8 +149,10 @@ func (t *Table) Commit(ctx context.Context, lanes []LaneCommit) (Result, error) 
 			checked = true
 		}
 		if res.Attempts > 0 {
-			if err := sleep(ctx, t.backoff(res.Attempts)); err != nil {
-				return res, err
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(t.backoff(res.Attempts)):
 			}
 		}
 		res.Attempts++
@@ -208,14 +211,18 @@ func (t *Table) transaction(ctx context.Context, tbl *table.Table, todo []LaneCo
 	return txn, nil
 }
 
+// backoff is the wait after attempt failed: Backoff doubled per attempt
+// up to 5 s, from half to all of it at random (committers that lost the
+// same race do not meet again).
 func (t *Table) backoff(attempt int) time.Duration {
 	d := t.Backoff
 	for range attempt - 1 {
 		if d *= 2; d >= 5*time.Second {
-			return 5 * time.Second
+			d = 5 * time.Second
+			break
 		}
 	}
-	return d
+	return d/2 + rand.N(d/2+1)
 }
 
 // Committed returns the newest checkpoint of each lane of job that tbl
@@ -299,15 +306,4 @@ func checkFiles(ctx context.Context, tbl *table.Table, lanes []LaneCommit) error
 		}
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

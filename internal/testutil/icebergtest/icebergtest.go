@@ -9,9 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/filesink/filesink/internal/testutil/ci"
 )
 
 // module is the path of the module whose root holds scripts/.
@@ -211,21 +212,9 @@ func unavailable(t testing.TB, err error) {
 	t.Helper()
 	switch {
 	case !errors.Is(err, ErrUnavailable):
-	case InCI():
+	case ci.Enabled():
 		t.Fatalf("icebergtest: %v (CI=true: the Iceberg reader must run)", err)
 	default:
 		t.Skipf("SKIPPED: icebergtest: %v (with CI=true this fails)", err)
 	}
-}
-
-// InCI reports whether CI is set to a true value (CI=true, as .ci/run sets
-// it). A value that is not a boolean counts as true, so a test fails rather
-// than skips when in doubt.
-func InCI() bool {
-	v := os.Getenv("CI")
-	if v == "" {
-		return false
-	}
-	b, err := strconv.ParseBool(v)
-	return err != nil || b
 }

@@ -12,13 +12,14 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/filesink/filesink/internal/testutil/ci"
 )
 
 const (
@@ -31,23 +32,11 @@ const (
 	pingTimeout = 5 * time.Second
 )
 
-// InCI reports whether CI is set to a true value (CI=true, as .ci/run sets
-// it). A value that is not a boolean counts as true, so a test fails rather
-// than skips when in doubt.
-func InCI() bool {
-	v := os.Getenv("CI")
-	if v == "" {
-		return false
-	}
-	b, err := strconv.ParseBool(v)
-	return err != nil || b
-}
-
 // unavailable skips t, or fails it when CI=true.
 func unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
-	if InCI() {
+	if ci.Enabled() {
 		t.Fatalf("mariadbtest: %s (CI=true: the MariaDB tests must run)", msg)
 	}
 	t.Skipf("mariadbtest: SKIPPING, MariaDB NOT AVAILABLE: %s (with CI=true this fails)", msg)

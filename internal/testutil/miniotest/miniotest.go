@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/filesink/filesink/internal/testutil/ci"
 	"github.com/filesink/filesink/internal/testutil/proc"
 )
 
@@ -98,18 +99,6 @@ func executable(p string) error {
 	return nil
 }
 
-// InCI reports whether CI is set to a true value (CI=true, as .ci/run sets
-// it). A value that is not a boolean counts as true, so a test fails rather
-// than skips when in doubt.
-func InCI() bool {
-	v := os.Getenv("CI")
-	if v == "" {
-		return false
-	}
-	b, err := strconv.ParseBool(v)
-	return err != nil || b
-}
-
 // requireBinary returns the binary or ends the test: Skip by hand, Fatal in
 // CI or when FILESINK_MINIO is set but wrong.
 func requireBinary(t testing.TB) string {
@@ -126,7 +115,7 @@ func missing(t testing.TB, err error) {
 	switch {
 	case !errors.Is(err, ErrNotInstalled):
 		t.Fatalf("miniotest: %v", err)
-	case InCI():
+	case ci.Enabled():
 		t.Fatalf("miniotest: %v; CI=true, so S3 tests fail instead of skipping", err)
 	default:
 		t.Skipf("SKIPPING S3 TEST: %v", err)

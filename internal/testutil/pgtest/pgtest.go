@@ -14,12 +14,13 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+
+	"github.com/filesink/filesink/internal/testutil/ci"
 )
 
 const (
@@ -28,17 +29,6 @@ const (
 	// DefaultDSN is the machine's server (trust authentication).
 	DefaultDSN = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
 )
-
-// InCI reports whether CI is set to a true value; a value that is not a
-// boolean counts as true, so a test fails rather than skips when in doubt.
-func InCI() bool {
-	v := os.Getenv("CI")
-	if v == "" {
-		return false
-	}
-	b, err := strconv.ParseBool(v)
-	return err != nil || b
-}
 
 // NewDatabase creates a database with a name unique to t on the server and
 // drops it when t ends. It returns the database's URL. When the server
@@ -62,7 +52,7 @@ func NewDatabase(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := admin.PingContext(ctx); err != nil {
-		if InCI() {
+		if ci.Enabled() {
 			t.Fatalf("pgtest: cannot reach PostgreSQL at %s: %v (CI=true: the PostgreSQL tests must run)", u.Redacted(), err)
 		}
 		t.Skipf("pgtest: SKIPPING, PostgreSQL NOT AVAILABLE at %s: %v (with CI=true this fails)", u.Redacted(), err)
