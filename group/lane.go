@@ -390,9 +390,14 @@ func (r *runner) laneFailed(ctx context.Context, l *lane, err error) {
 		}
 		r.sweepFenced(ctx, l)
 		r.retakeLater(l.ID)
-	case ctx.Err() != nil || !r.g.Holds(l.ID):
-		// Lost, aborted, or revoked while it was being taken again.
+	case ctx.Err() != nil || !r.g.Holds(l.ID) || errors.Is(err, kafka.ErrLaneRevoked):
+		// Lost, aborted, or revoked while it was being taken again (the
+		// group may have assigned the partition to this process again
+		// since: that assignment, or the retake, runs it anew).
 		r.cfg.Logger.Info("lane stopped without a final checkpoint (lost or aborted)", "lane", l.ID.String(), "epoch", l.Epoch, "err", err)
+		if ctx.Err() == nil && r.g.Holds(l.ID) {
+			r.retakeLater(l.ID)
+		}
 	default:
 		r.fail(err)
 	}

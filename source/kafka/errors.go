@@ -22,6 +22,12 @@ var (
 	// ErrUnreachable means Open could not talk to any broker within the
 	// connect timeout. The concrete error is an *UnreachableError.
 	ErrUnreachable = errors.New("kafka: brokers unreachable")
+
+	// ErrLaneRevoked means a lane's partition is no longer assigned to
+	// this member of the group: the lane's records end there, and nothing
+	// is wrong with the process. A lane taken again (Group.Retake) whose
+	// partition was revoked before it ran fails with it too.
+	ErrLaneRevoked = errors.New("its partition is no longer assigned to this member")
 )
 
 // UnknownTopicError reports a topic (or a partition of it) that does not

@@ -73,7 +73,7 @@ func (g *Group) retakeLanes() {
 	for _, l := range q {
 		id := l.id
 		if !g.assigned[id] || g.retaking[id] != l {
-			l.settle(fmt.Errorf("kafka: lane %s of group %s: revoked before it was taken again", id, g.cfg.Name))
+			l.settle(fmt.Errorf("kafka: lane %s of group %s, taken again: %w", id, g.cfg.Name, ErrLaneRevoked))
 			continue
 		}
 		delete(g.retaking, id)

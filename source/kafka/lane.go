@@ -536,7 +536,7 @@ func (l *LaneSource) wait(ctx context.Context) (*kgo.Record, error) {
 			defer l.errMu.Unlock()
 			return nil, l.fetchE
 		case <-l.detachCh:
-			return nil, fmt.Errorf("kafka: lane %s: no longer held by this member of group %s", l.name, l.g.cfg.Name)
+			return nil, fmt.Errorf("kafka: lane %s of group %s: %w", l.name, l.g.cfg.Name, ErrLaneRevoked)
 		default:
 		}
 		var probe <-chan time.Time
