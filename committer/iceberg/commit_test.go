@@ -17,8 +17,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
@@ -76,12 +74,9 @@ func (e *env) file(lane string, first int64, n int) iceberg.DataFile {
 // DataFile.
 func writeFile(t *testing.T, tbl *table.Table, lane string, first int64, n int) iceberg.DataFile {
 	t.Helper()
-	id := func(n int) arrow.Metadata {
-		return arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{strconv.Itoa(n)})
-	}
 	schema := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Metadata: id(1)},
-		{Name: "lane", Type: arrow.BinaryTypes.String, Metadata: id(2)},
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Metadata: icebergtest.FieldID(1)},
+		{Name: "lane", Type: arrow.BinaryTypes.String, Metadata: icebergtest.FieldID(2)},
 	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer b.Release()
@@ -92,24 +87,7 @@ func writeFile(t *testing.T, tbl *table.Table, lane string, first int64, n int) 
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	loc := tbl.Location() + "/data/" + fmt.Sprintf("%s-%d.parquet", strings.ReplaceAll(lane, "/", "."), first)
-	path := strings.TrimPrefix(loc, "file://")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := pqarrow.NewFileWriter(schema, out, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	icebergtest.WriteParquet(t, strings.TrimPrefix(loc, "file://"), rec)
 	fs, err := tbl.FS(t.Context())
 	if err != nil {
 		t.Fatal(err)

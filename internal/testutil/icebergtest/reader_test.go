@@ -14,8 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
@@ -107,13 +105,10 @@ func newTableIn(t *testing.T, dir string, partitioned bool, props iceberg.Proper
 // returns its file:// location.
 func (f *fixture) writeParquet(t *testing.T, name string, rs []row) string {
 	t.Helper()
-	id := func(n int) arrow.Metadata {
-		return arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{strconv.Itoa(n)})
-	}
 	schema := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Metadata: id(1)},
-		{Name: "category", Type: arrow.BinaryTypes.String, Metadata: id(2)},
-		{Name: "note", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: id(3)},
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Metadata: FieldID(1)},
+		{Name: "category", Type: arrow.BinaryTypes.String, Metadata: FieldID(2)},
+		{Name: "note", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: FieldID(3)},
 	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer b.Release()
@@ -129,23 +124,7 @@ func (f *fixture) writeParquet(t *testing.T, name string, rs []row) string {
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	path := filepath.Join(f.dir, "data", name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := pqarrow.NewFileWriter(schema, out, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil { // closes out
-		t.Fatal(err)
-	}
+	WriteParquet(t, path, rec)
 	return "file://" + path
 }
 
