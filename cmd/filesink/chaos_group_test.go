@@ -120,8 +120,9 @@ const groupChaosFetchBytes = 8 << 10
 // (groupChaosQuietEvery), so that parts are open at many lane checkpoints
 // when the events land (unslowed, the lanes read everything in the first
 // seconds, and the events hit finished lanes). Between the quiet windows
-// the lanes barely move; in them, they read about half the time (the
-// rest, the group settles), which the delay counts on.
+// the lanes barely move. The delay counts on them reading half of each
+// window (the rest, the group settles); they read more, and finish
+// about halfway through the events.
 func (g *groupChaos) fetchDelay() time.Duration {
 	const recordBytes = 60 // a record in a batch, about
 	quiet := time.Duration(g.nEvents/groupChaosQuietEvery) * 2 * groupChaosQuiet

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filesink/filesink/internal/testutil/ci"
 	"github.com/filesink/filesink/internal/testutil/testjob"
 	"github.com/filesink/filesink/source"
 )
@@ -301,7 +302,7 @@ func duckDB(t *testing.T) func(query string) (map[string]string, error) {
 	unavailable := func(format string, args ...any) {
 		t.Helper()
 		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("CI") == "true" {
+		if ci.Enabled() {
 			t.Fatalf("DuckDB check cannot run (CI=true): %s", msg)
 		}
 		t.Skipf("SKIPPED: DuckDB check cannot run: %s", msg)

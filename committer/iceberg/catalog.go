@@ -70,7 +70,10 @@ func OpenCatalog(ctx context.Context, uri, warehouse string, props iceberg.Prope
 		if strings.Contains(whURI, "://") && !strings.HasPrefix(whURI, "file://") {
 			return nil, fmt.Errorf("iceberg: warehouse %s: the embedded SQLite catalog needs a local warehouse; give a MySQL or PostgreSQL catalog", warehouse)
 		}
-		dir, _ := localPath(whURI)
+		dir, err := localPath(whURI)
+		if err != nil {
+			return nil, err
+		}
 		if err := vfs.MkdirAllSync(vfs.OS{}, dir); err != nil {
 			return nil, fmt.Errorf("iceberg: warehouse %s: %w", warehouse, err)
 		}

@@ -2,7 +2,6 @@ package iceberg_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
-	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite", pure Go
 
@@ -28,38 +26,24 @@ import (
 
 var ident = table.Identifier{"db", "events"}
 
-// env is a table db.events (id long, lane string) in a SQL catalog on
-// SQLite with a local warehouse, under a test's temporary directory.
+// env is a table db.events (testSchema) in the embedded catalog of a local
+// warehouse under a test's temporary directory.
 type env struct {
 	t   *testing.T
-	dir string
-	cat *sqlcat.Catalog
+	cat *ice.Catalog
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	dir := t.TempDir()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "catalog.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	cat, err := ice.OpenCatalog(t.Context(), "", filepath.Join(t.TempDir(), "warehouse"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	cat, err := sqlcat.NewCatalog("test", db, sqlcat.SQLite, iceberg.Properties{"warehouse": "file://" + filepath.Join(dir, "warehouse")})
-	if err != nil {
+	t.Cleanup(func() { cat.Close() })
+	if _, err := ice.EnsureTable(t.Context(), cat, ident, testSchema); err != nil {
 		t.Fatal(err)
 	}
-	ctx := t.Context()
-	if err := cat.CreateNamespace(ctx, table.Identifier{"db"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	schema := iceberg.NewSchema(0,
-		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-		iceberg.NestedField{ID: 2, Name: "lane", Type: iceberg.PrimitiveTypes.String, Required: true},
-	)
-	if _, err := cat.CreateTable(ctx, ident, schema); err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, dir: dir, cat: cat}
+	return &env{t: t, cat: cat}
 }
 
 // file writes the records [first, first+n) of lane as a Parquet data file
@@ -142,7 +126,7 @@ func (e *env) read(n int, snapshots int) *icebergtest.Table {
 // lost is the catalog as a client sees it when, once armed, the reply of
 // a commit the catalog applied is lost.
 type lost struct {
-	*sqlcat.Catalog
+	*ice.Catalog
 	mu    sync.Mutex
 	armed int
 }
