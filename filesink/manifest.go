@@ -273,28 +273,11 @@ func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committable
 	if w.manifestWriter != "" {
 		m.Writer = w.manifestWriter
 	}
-	for _, c := range committables {
-		var e entry
-		if err := json.Unmarshal(c, &e); err != nil {
-			return committer.Permanent(fmt.Errorf("filesink: bad committable %s: %w", c, err))
-		}
-		if e.Stats == nil {
-			continue // written before manifests existed
-		}
-		be := w.backendOf(e.DeadLetter)
-		if be == nil {
-			return committer.Permanent(fmt.Errorf("filesink: committable %s is for the dead-letter output, which is not configured", c))
-		}
-		target, _, err := be.Describe(e.Part)
-		if err != nil {
-			return committer.Permanent(err)
-		}
-		stats := e.Stats
-		if r := w.rebuiltStats(target); r != nil && !e.DeadLetter {
-			stats = r
-		}
-		m.Files = append(m.Files, ManifestFile{Path: target, DeadLetter: e.DeadLetter, PartStats: *stats})
+	files, err := w.Published(committables)
+	if err != nil {
+		return err
 	}
+	m.Files = files
 	if len(m.Files) == 0 {
 		return nil
 	}
@@ -315,6 +298,40 @@ func (w *Writer) CommittedCheckpoint(ctx context.Context, id uint64, committable
 		return fmt.Errorf("filesink: manifest of checkpoint %d: %w", id, err)
 	}
 	return nil
+}
+
+// Published returns the files that committables of one checkpoint
+// publish, in their order, as the checkpoint's manifest lists them: the
+// path relative to the output, whether it is a dead letter, and the
+// file's figures (those of its rebuild if the writer made it again).
+// Committables of versions without figures are left out. A nil error
+// means every committable was one of this writer's. It is safe to call
+// concurrently with the writer's other methods.
+func (w *Writer) Published(committables []json.RawMessage) ([]ManifestFile, error) {
+	var files []ManifestFile
+	for _, c := range committables {
+		var e entry
+		if err := json.Unmarshal(c, &e); err != nil {
+			return nil, committer.Permanent(fmt.Errorf("filesink: bad committable %s: %w", c, err))
+		}
+		if e.Stats == nil {
+			continue // written before manifests existed
+		}
+		be := w.backendOf(e.DeadLetter)
+		if be == nil {
+			return nil, committer.Permanent(fmt.Errorf("filesink: committable %s is for the dead-letter output, which is not configured", c))
+		}
+		target, _, err := be.Describe(e.Part)
+		if err != nil {
+			return nil, committer.Permanent(err)
+		}
+		stats := e.Stats
+		if r := w.rebuiltStats(target); r != nil && !e.DeadLetter {
+			stats = r
+		}
+		files = append(files, ManifestFile{Path: target, DeadLetter: e.DeadLetter, PartStats: *stats})
+	}
+	return files, nil
 }
 
 // sameManifest reports whether the manifest stored as name lists the

@@ -20,10 +20,11 @@ type SinkKind int
 
 // Sink kinds.
 const (
-	FileSink  SinkKind = iota // file://OUT or a plain path: part files
-	S3Sink                    // s3://BUCKET/PREFIX: objects
-	MySQLSink                 // mysql://DSN: rows, in XA branches
-	HTTPSink                  // http:// or https://: POSTed batches
+	FileSink    SinkKind = iota // file://OUT or a plain path: part files
+	S3Sink                      // s3://BUCKET/PREFIX: objects
+	MySQLSink                   // mysql://DSN: rows, in XA branches
+	HTTPSink                    // http:// or https://: POSTed batches
+	IcebergSink                 // iceberg://NAMESPACE.TABLE: an Apache Iceberg table
 )
 
 // KindOf returns the kind of the sink at uri.
@@ -35,6 +36,8 @@ func KindOf(uri string) SinkKind {
 		return MySQLSink
 	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
 		return HTTPSink
+	case strings.HasPrefix(uri, "iceberg://"):
+		return IcebergSink
 	}
 	return FileSink
 }
@@ -72,6 +75,13 @@ const (
 	FileOnlySettings = "format compression bucket bucket-tz part-size rollover inactivity roll-on-checkpoint prefix direct-io max-open-files " +
 		"buffer-budget memory-limit csv-columns csv-header invalid-utf8 " + BulkOnlySettings + " " +
 		"s3-part-size s3-concurrency s3-sse s3-kms-key-id s3-storage-class s3-tags spill-dir resume-from-output"
+	// IcebergOnlySettings apply to an Iceberg sink only.
+	IcebergOnlySettings = "warehouse catalog"
+	// IcebergRefusedSettings are file sink settings that do not apply to
+	// an Iceberg sink: its files are Parquet, named and placed by the
+	// table, published when their checkpoint is, and its state lives
+	// under the table location.
+	IcebergRefusedSettings = "compression bucket-tz prefix csv-columns csv-header invalid-utf8 arrow-compression success-file allowed-lateness resume-from-output"
 	// HTTPOnlySettings apply to an HTTP sink only.
 	HTTPOnlySettings = "http-workers http-queue http-batch-records http-batch-bytes http-linger http-timeout http-retries"
 	// GroupOnlySettings apply in group mode (Job.Group) only.
@@ -218,6 +228,8 @@ func (j *Job) Validate() error {
 		err = j.validateHTTP()
 	case MySQLSink:
 		err = j.validateMySQL()
+	case IcebergSink:
+		err = j.validateIceberg()
 	default:
 		err = j.validateFiles()
 	}
@@ -337,7 +349,7 @@ func (j *Job) anyGiven(settings, except string) string {
 }
 
 func (j *Job) validateHTTP() error {
-	if name := j.anyGiven(FileOnlySettings+" "+MySQLOnlySettings+" "+BadRecordSettings, "job"); name != "" {
+	if name := j.anyGiven(FileOnlySettings+" "+MySQLOnlySettings+" "+BadRecordSettings+" "+IcebergOnlySettings, "job"); name != "" {
 		return specErr("--%s does not apply to an http(s):// sink", name)
 	}
 	if j.State == "" {
@@ -371,6 +383,9 @@ func (j *Job) validateHTTP() error {
 func (j *Job) validateMySQL() error {
 	if _, err := j.DeliveryGuarantee(); err != nil {
 		return err
+	}
+	if name := j.anyGiven(IcebergOnlySettings, ""); name != "" {
+		return specErr("--%s applies to an iceberg:// sink only", name)
 	}
 	if name := j.anyGiven(FileOnlySettings, ""); name != "" {
 		return specErr("--%s applies to file and S3 sinks, not to a mysql:// sink", name)
@@ -417,7 +432,26 @@ func (m *MySQLSpec) mode() (mysqlxa.Mode, error) {
 // ParsedMode returns the MySQL sink's mode, checked as Validate does.
 func (m *MySQLSpec) ParsedMode() (mysqlxa.Mode, error) { return m.mode() }
 
+func (j *Job) validateIceberg() error {
+	if j.Guarantee != "" && j.Guarantee != ExactlyOnce {
+		return specErr("--guarantee %s: an iceberg:// sink is exactly-once only (a table snapshot per checkpoint)", j.Guarantee)
+	}
+	if name := j.anyGiven(MySQLOnlySettings+" "+HTTPOnlySettings+" "+IcebergRefusedSettings, "job"); name != "" {
+		return specErr("--%s does not apply to an iceberg:// sink", name)
+	}
+	if j.Format != "" && j.Format != "parquet" && j.Given["format"] {
+		return specErr("--format %s: an iceberg:// sink writes Parquet data files", j.Format)
+	}
+	if j.Parallelism < 1 {
+		return specErr("--parallelism must be at least 1")
+	}
+	return j.validateMaxOpenFiles()
+}
+
 func (j *Job) validateFiles() error {
+	if name := j.anyGiven(IcebergOnlySettings, ""); name != "" {
+		return specErr("--%s applies to an iceberg:// sink only", name)
+	}
 	if _, err := j.DeliveryGuarantee(); err != nil {
 		return err
 	}

@@ -57,6 +57,12 @@ func (f *bulkFlags) format(name string) (filesink.BulkFormat, error) {
 	if err != nil {
 		return nil, usageError("run: --schema %s: %v", f.schema, err)
 	}
+	return f.formatOf(name, schema)
+}
+
+// formatOf checks the values of the bulk flags for the --format name and
+// returns the bulk format of schema.
+func (f *bulkFlags) formatOf(name string, schema *bulk.Schema) (filesink.BulkFormat, error) {
 	switch u := bulk.UnknownFields(f.unknownFields); u {
 	case bulk.RejectUnknown, bulk.DropUnknown:
 	default:

@@ -34,6 +34,18 @@ func (f *runFlags) identity(spec *pipeline.Job) (*recovery.Identity, error) {
 	case pipeline.HTTPSink:
 		id.Sink, id.Format = urlIdentity(f.sink), "jsonl"
 		return id, nil
+	case pipeline.IcebergSink:
+		id.Sink = f.sink
+		id.Format = "iceberg parquet compression=" + f.bulk.parquetCompression
+		id.Bucketing = f.bucket
+		if f.bulk.schema != "" {
+			fp, err := schemaFingerprint(f.bulk.schema)
+			if err != nil {
+				return nil, err
+			}
+			id.Schema = fp
+		}
+		return id, nil
 	}
 	id.Sink = localIdentity(f.sink)
 	if isS3(f.sink) {
@@ -160,7 +172,8 @@ func (f *runFlags) startChecks(j *job, spec *pipeline.Job) error {
 	if f.allowChange != "" {
 		j.cfg.AllowChange = strings.Split(f.allowChange, ",")
 	}
-	if j.target != nil {
+	if j.target != nil && j.iceberg == nil {
+		// An Iceberg sink's output is its table: start checks that.
 		j.cfg.EarlyPublish = spec.PublishOnRoll()
 		j.cfg.Output = j.target.backend
 		if j.target.dead != nil {

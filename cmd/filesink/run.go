@@ -135,6 +135,7 @@ type runFlags struct {
 	bulk                                                         bulkFlags
 	mysql                                                        mysqlFlags
 	http                                                         httpFlags
+	iceberg                                                      icebergFlags
 	guarantee                                                    string
 	group                                                        groupFlags
 	allowChange                                                  string
@@ -190,6 +191,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.group.register(fs)
 	f.mysql.register(fs)
 	f.http.register(fs)
+	f.iceberg.register(fs)
 	enumVar(fs, &f.guarantee, "guarantee", "", "delivery `GUARANTEE`: exactly-once (file, s3, mysql sinks: the default), at-least-once (file and s3 sinks: parts published as they roll; http sinks: the default) or at-most-once (http sinks)",
 		pipeline.ExactlyOnce, pipeline.AtLeastOnce, pipeline.AtMostOnce)
 	enumListVar(fs, &f.allowChange, "allow-change", "go on although the job differs from the one its state records in these `FIELDS` "+
@@ -282,6 +284,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		job, err = f.buildHTTP(log, stdin, set)
 	case pipeline.MySQLSink:
 		job, err = f.buildMySQL(log, stdin, set)
+	case pipeline.IcebergSink:
+		job, err = f.buildIceberg(ctx, log, stdin, set)
 	default:
 		job, err = f.build(ctx, log, stdin, set)
 	}
@@ -331,6 +335,12 @@ func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *s
 	}
 	if job.httpSink {
 		if err := job.openHTTP(ctx, f, spec, log); err != nil {
+			return err
+		}
+	}
+	if job.iceberg != nil {
+		defer job.iceberg.close(log)
+		if err := job.iceberg.start(ctx, f, job, log); err != nil {
 			return err
 		}
 	}
@@ -451,6 +461,8 @@ type job struct {
 
 	httpSink bool
 	http     []*async.Sink
+
+	iceberg *icebergJob // an iceberg:// sink
 }
 
 // buildMySQL makes the job of a MySQL sink (pipeline.Job checked its
@@ -666,12 +678,20 @@ func (f *runFlags) layout() (*layout, error) {
 	if l.assigner, err = bucketing.Parse(f.bucket, loc); err != nil {
 		return nil, usageError("run: --bucket: %v", err)
 	}
+	if err := f.parts(&l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// parts checks the rolling, buffer and bad-record flags into l.
+func (f *runFlags) parts(l *layout) error {
 	partSize, err := filesink.ParseSize(f.partSize)
 	if err != nil {
-		return nil, usageError("run: --part-size: %v", err)
+		return usageError("run: --part-size: %v", err)
 	}
 	if l.budget, err = filesink.ParseSize(f.budget); err != nil {
-		return nil, usageError("run: --buffer-budget: %v", err)
+		return usageError("run: --buffer-budget: %v", err)
 	}
 	l.policy = filesink.DefaultPolicy{PartSize: partSize, Rollover: f.rollover, Inactivity: f.inactivity}
 	if f.rollOnCheckpoint && l.bulk == nil { // bulk parts roll at every checkpoint anyway
@@ -682,9 +702,9 @@ func (f *runFlags) layout() (*layout, error) {
 	case "skip":
 		l.deadOK = true
 	default:
-		return nil, usageError("run: --on-bad-record must be fail or skip, not %q", f.onBad)
+		return usageError("run: --on-bad-record must be fail or skip, not %q", f.onBad)
 	}
-	return &l, nil
+	return nil
 }
 
 // encoder returns the row format's encoder (JSON lines for a bulk format,

@@ -254,3 +254,23 @@ func checkPath(what, path string, dir bool) error {
 	}
 	return nil
 }
+
+// icebergProps are the properties of iceberg-go's IO for a warehouse:
+// for s3://, the endpoint, region and addressing of the S3 flags (the
+// credentials come from the standard AWS chain, as for every S3 client).
+func (f *s3Flags) icebergProps(warehouse string) (map[string]string, error) {
+	if !isS3(warehouse) {
+		return nil, nil
+	}
+	props := map[string]string{}
+	if f.endpoint != "" {
+		props["s3.endpoint"] = f.endpoint
+	}
+	if f.region != "" {
+		props["s3.region"] = f.region
+	}
+	if f.pathStyle {
+		props["s3.force-virtual-addressing"] = "false"
+	}
+	return props, nil
+}

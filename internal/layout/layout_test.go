@@ -49,6 +49,8 @@ var layers = map[string]int{
 	"sinks/httpsink": 7,
 	// The run loop.
 	"pipeline": 8,
+	// The Iceberg sink (a file sink writer under a table).
+	"sinks/icebergsink": 8,
 
 	"group": 9,
 	// Programs.

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+
+	icecommit "github.com/filesink/filesink/committer/iceberg"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/filesink/bulk"
+	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/sinks/icebergsink"
+)
+
+// icebergFlags are the settings of an iceberg:// sink.
+type icebergFlags struct {
+	warehouse, catalog string
+}
+
+func (f *icebergFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.warehouse, "warehouse", "", "iceberg: the warehouse `LOCATION`, a local directory or s3://BUCKET/PREFIX, under which new tables are made (required)")
+	fs.StringVar(&f.catalog, "catalog", "", "iceberg: the catalog `URI`: mysql://USER:PASS@tcp(HOST:PORT)/DB, postgres://..., sqlite:PATH; "+
+		"default: the embedded SQLite catalog WAREHOUSE/catalog.db (a local warehouse only)")
+}
+
+// genIcebergSchema is the schema of the generator's records for an
+// Iceberg table when --schema is not given.
+const genIcebergSchema = `{"fields": [
+	{"name": "id", "type": "int64", "nullable": false},
+	{"name": "key", "type": "string"},
+	{"name": "ts", "type": "timestamp_us"},
+	{"name": "payload", "type": "string"}]}`
+
+// icebergJob is the open catalog and committer of an iceberg:// sink.
+type icebergJob struct {
+	cat       *icecommit.Catalog
+	committer *icebergsink.Committer
+	table     *table.Table
+}
+
+// icebergIdent reads NAMESPACE.TABLE of an iceberg:// sink URI.
+func icebergIdent(uri string) (table.Identifier, error) {
+	name := strings.TrimPrefix(uri, "iceberg://")
+	parts := strings.Split(name, ".")
+	if len(parts) < 2 || strings.ContainsAny(name, "/?#") {
+		return nil, usageError("run: --sink %s: want iceberg://NAMESPACE.TABLE", uri)
+	}
+	for _, p := range parts {
+		if p == "" {
+			return nil, usageError("run: --sink %s: want iceberg://NAMESPACE.TABLE (an empty name)", uri)
+		}
+	}
+	return parts, nil
+}
+
+// icebergSchema reads --schema, or the generator's schema for a gen://
+// source without one.
+func (f *runFlags) icebergSchema() (*bulk.Schema, error) {
+	doc := []byte(genIcebergSchema)
+	if f.bulk.schema != "" {
+		var err error
+		if doc, err = os.ReadFile(f.bulk.schema); err != nil {
+			return nil, usageError("run: --schema: %v", err)
+		}
+	} else if !strings.HasPrefix(f.source, "gen://") {
+		return nil, usageError("run: an iceberg:// sink needs --schema FILE (a JSON document {\"fields\": [{\"name\": \"id\", \"type\": \"int64\"}, ...]})")
+	}
+	schema, err := bulk.ParseSchema(doc)
+	if err != nil {
+		return nil, usageError("run: --schema %s: %v", f.bulk.schema, err)
+	}
+	return schema, nil
+}
+
+// buildIceberg makes the job of an iceberg:// sink: it opens the catalog,
+// makes or checks the table, and makes one file sink writer per subtask
+// writing the table's Parquet data files under its location.
+func (f *runFlags) buildIceberg(ctx context.Context, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
+	ident, err := icebergIdent(f.sink)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := f.icebergSchema()
+	if err != nil {
+		return nil, err
+	}
+	want, err := icebergsink.TableSchema(doc)
+	if err != nil {
+		return nil, usageError("run: --schema: %v", err)
+	}
+	part, err := icebergsink.ParsePartitioning(f.bucket)
+	if err != nil {
+		return nil, usageError("run: --bucket %v", err)
+	}
+	spec, err := part.Spec(want)
+	if err != nil {
+		return nil, usageError("run: --bucket: %v", err)
+	}
+	ij, err := f.openIceberg(ctx, ident, want, part, spec)
+	if err != nil {
+		return nil, err
+	}
+	j, err := f.icebergWriters(ctx, ij, doc, part, log, stdin, set)
+	if err != nil {
+		ij.cat.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+// openIceberg opens the catalog and makes or checks the table.
+func (f *runFlags) openIceberg(ctx context.Context, ident table.Identifier, want *iceberg.Schema, part icebergsink.Partitioning, spec iceberg.PartitionSpec) (*icebergJob, error) {
+	props, err := f.s3.icebergProps(f.iceberg.warehouse)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := icecommit.OpenCatalog(ctx, f.iceberg.catalog, f.iceberg.warehouse, props)
+	if err != nil {
+		return nil, inCommand("run", err)
+	}
+	tbl, err := icecommit.EnsureTable(ctx, cat, ident, want, catalog.WithPartitionSpec(&spec))
+	if err == nil {
+		if err = part.Check(tbl.Spec(), tbl.Schema()); err != nil {
+			err = fmt.Errorf("iceberg: table %s: %w", strings.Join(ident, "."), err)
+		}
+	}
+	if err != nil {
+		cat.Close()
+		return nil, inCommand("run", err)
+	}
+	return &icebergJob{cat: cat, table: tbl, committer: icebergsink.NewCommitter(cat, ident, tbl, part)}, nil
+}
+
+// icebergWriters makes the writers of the table's data files.
+func (f *runFlags) icebergWriters(ctx context.Context, ij *icebergJob, doc *bulk.Schema, part icebergsink.Partitioning, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
+	ws, err := icebergsink.WriteSchema(ij.table.Schema(), doc)
+	if err != nil {
+		return nil, inCommand("run", err)
+	}
+	loc := strings.TrimSuffix(ij.table.Location(), "/")
+	sinkURI := loc
+	if p, ok := strings.CutPrefix(loc, "file://"); ok {
+		sinkURI = p
+	} else if !isS3(loc) {
+		return nil, inCommand("run", fmt.Errorf("iceberg: table %s is at %s: filesink writes tables on a local disk or S3", ij.committer.Table(), loc))
+	}
+	saved := f.sink
+	f.sink = sinkURI
+	t, err := f.target(ctx, log)
+	f.sink = saved
+	if err != nil {
+		return nil, err
+	}
+	stateURI := f.state
+	if stateURI == "" {
+		stateURI = t.stateURI
+	}
+	j := &job{target: t, stateURI: stateURI, iceberg: ij}
+	if err := f.common(j, log, stdin, set); err != nil {
+		return nil, err
+	}
+	var l layout
+	if l.bulk, err = f.bulk.formatOf("parquet", ws); err != nil {
+		return nil, err
+	}
+	var colType iceberg.Type
+	if part.Column != "" {
+		col, _ := ij.table.Schema().FindFieldByName(part.Column)
+		colType = col.Type
+	}
+	l.assigner = part.Assigner(colType)
+	if err := f.parts(&l); err != nil {
+		return nil, err
+	}
+	if t.local != "" {
+		if err := os.MkdirAll(t.local, 0o755); err != nil {
+			return nil, inCommand("run", err)
+		}
+	}
+	if err := f.writers(j, &l, log); err != nil {
+		return nil, err
+	}
+	for i, w := range j.writers {
+		j.cfg.Sinks[i] = icebergsink.NewParticipant(w, filesink.ParticipantName(i), ij.committer)
+	}
+	if f.bulk.unknownFields == string(bulk.DropUnknown) {
+		j.reportDropped(l.bulk, log)
+	}
+	return j, nil
+}
+
+// start names the job in the committer, once the store is open (the job
+// id may be kept in it).
+func (ij *icebergJob) start(ctx context.Context, f *runFlags, j *job, log *slog.Logger) error {
+	id, err := jobID(ctx, j.cfg.Store, j.stateURI, f.mysql.job)
+	if err != nil {
+		return err
+	}
+	ij.committer.SetJob(id)
+	if err := ij.checkState(ctx, j, id); err != nil {
+		return err
+	}
+	log.Info("Iceberg sink", "table", ij.committer.Table(), "location", ij.table.Location(), "catalog", ij.cat.Desc,
+		"job", id, "subtasks", len(j.writers), "state", j.stateURI)
+	return nil
+}
+
+// close closes the catalog.
+func (ij *icebergJob) close(log *slog.Logger) {
+	if err := ij.cat.Close(); err != nil {
+		log.Warn("close the Iceberg catalog", "catalog", ij.cat.Desc, "err", err)
+	}
+}
+
+// checkState refuses a state with no checkpoint when the table holds
+// checkpoints of the job: the state that recorded the source positions of
+// those snapshots is gone, and a run from the beginning would append
+// their records again.
+func (ij *icebergJob) checkState(ctx context.Context, j *job, id string) error {
+	last, err := recovery.Latest(ctx, j.cfg.Store)
+	if err != nil || last != nil {
+		return err
+	}
+	tbl, err := ij.cat.LoadTable(ctx, ij.table.Identifier())
+	if err != nil {
+		return inCommand("run", fmt.Errorf("iceberg: loading table %s: %w", ij.committer.Table(), err))
+	}
+	committed, err := icecommit.Committed(tbl, id)
+	if err != nil {
+		return inCommand("run", err)
+	}
+	if len(committed) > 0 {
+		return inCommand("run", fmt.Errorf("state %s holds no checkpoint, but table %s holds %d lane(s) of job %s committed (%v): a run from the beginning would append their records again; "+
+			"if the job's state is elsewhere pass it with --state, else start a new job with --job NAME on a source position after them", j.stateURI, ij.committer.Table(), len(committed), id, committed))
+	}
+	return nil
+}
