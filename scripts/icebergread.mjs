@@ -7,7 +7,7 @@
 //
 //   NODE_PATH="$(scripts/icebergread)" node scripts/icebergread.mjs \
 //       --metadata TABLE/metadata/00002-....metadata.json \
-//       [--map s3://bucket/prefix=/local/dir ...] [--rows]
+//       [--map s3://bucket/prefix=/local/dir ...] [--rows | --columns NAME,...]
 //
 // The metadata is a local path or a location that a --map maps.
 //
@@ -19,7 +19,8 @@
 //   sequence_number, timestamp_ms, operation, summary, manifest_list),
 //   files (path, records, size, partition, status, snapshot_id, manifest),
 //   duplicate_paths, rows, records_by_file, errors, and with --rows also
-//   data: every row of the live files, file by file in manifest order
+//   data: every row of the live files (with --columns, only those
+//   columns), file by file in manifest order
 //   (DuckDB's JSON form: 64-bit integers as strings)
 //
 // Ids are strings. rows and records_by_file are the row counts DuckDB
@@ -64,7 +65,7 @@ function requireModules() {
 }
 
 function parseArgs(argv) {
-  const opts = { metadata: '', maps: [], rows: false };
+  const opts = { metadata: '', maps: [], rows: false, columns: '*' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -73,12 +74,18 @@ function parseArgs(argv) {
     };
     if (a === '--metadata') opts.metadata = value();
     else if (a === '--rows') opts.rows = true;
+    else if (a === '--columns') {
+      const cols = value().split(',');
+      if (cols.some((c) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(c))) fail(`--columns ${cols}: want NAME[,NAME...]`);
+      opts.rows = true;
+      opts.columns = cols.map((c) => `"${c}"`).join(', ');
+    }
     else if (a === '--map') {
       const m = value();
       const eq = m.indexOf('=');
       if (eq <= 0 || eq === m.length - 1) fail(`--map ${m}: want PREFIX=DIR`);
       opts.maps.push({ prefix: m.slice(0, eq), dir: m.slice(eq + 1) });
-    } else fail(`unknown argument ${a} (usage: --metadata FILE [--map PREFIX=DIR ...] [--rows])`);
+    } else fail(`unknown argument ${a} (usage: --metadata FILE [--map PREFIX=DIR ...] [--rows | --columns NAME[,NAME...]])`);
   }
   if (!opts.metadata) fail('--metadata is required');
   opts.maps.sort((x, y) => y.prefix.length - x.prefix.length);
@@ -298,7 +305,7 @@ function sqlString(s) {
 // readDataFile checks one data file against its entry and returns its row
 // count (null when unreadable) and, with rows, its rows.
 async function readDataFile(ctx, f, withRows) {
-  const { con, maps, errors } = ctx;
+  const { con, maps, errors, columns } = ctx;
   let local;
   try {
     local = localPath(f.path, maps);
@@ -318,7 +325,7 @@ async function readDataFile(ctx, f, withRows) {
   let rows = [];
   try {
     if (withRows) {
-      rows = (await con.runAndReadAll(`SELECT * FROM ${from}`)).getRowObjectsJson();
+      rows = (await con.runAndReadAll(`SELECT ${columns} FROM ${from}`)).getRowObjectsJson();
       count = rows.length;
     } else {
       count = Number((await con.runAndReadAll(`SELECT count(*) AS n FROM ${from}`)).getRowObjectsJson()[0].n);
@@ -371,7 +378,7 @@ async function main() {
   };
   if (opts.rows) out.data = [];
   if (snap) {
-    const ctx = { avsc, longType: bigLongType(avsc), maps: opts.maps, errors };
+    const ctx = { avsc, longType: bigLongType(avsc), maps: opts.maps, errors, columns: opts.columns };
     out.files = await liveFiles(ctx, snap);
     checkSummary(snap, out.files, errors);
     const seen = new Map();
