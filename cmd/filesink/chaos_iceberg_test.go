@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -17,7 +18,9 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/internal/testutil/icebergtest"
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 )
 
 // icebergChaosKills is the least number of SIGKILLs of an Iceberg chaos run.
@@ -154,14 +157,10 @@ func (c icebergCatalog) metadataLocation(t *testing.T, ns, name string) string {
 // checkIcebergTable reads the table's current snapshot with the
 // independent reader: every generated id in [0, count) exactly once, no
 // path twice, nothing the reader finds wrong.
-func checkIcebergTable(t *testing.T, cat icebergCatalog, ns, name string, count int64) *icebergtest.Table {
+func checkIcebergTable(t *testing.T, cat icebergCatalog, ns, name string, count int64, opts ...icebergtest.Option) *icebergtest.Table {
 	t.Helper()
 	loc := cat.metadataLocation(t, ns, name)
-	var opts []icebergtest.Option
 	opts = append(opts, icebergtest.WithColumns("id"))
-	if strings.HasPrefix(loc, "s3://") {
-		opts = append(opts, icebergS3Option(t))
-	}
 	tbl := icebergtest.MustRead(t, strings.TrimPrefix(loc, "file://"), opts...)
 	if len(tbl.Errors) > 0 || len(tbl.DuplicatePaths) > 0 {
 		t.Fatalf("the reader found %v, paths twice: %v", tbl.Errors, tbl.DuplicatePaths)
@@ -304,9 +303,50 @@ func checkNoOrphans(t *testing.T, tbl *icebergtest.Table, files []string) {
 	}
 }
 
-// icebergS3Option reads tables on the test's MinIO.
-func icebergS3Option(t *testing.T) icebergtest.Option {
-	t.Helper()
-	t.Fatal("no S3 reader configured")
-	return nil
+
+// TestChaosKill9IcebergS3 is TestChaosKill9Iceberg with the warehouse on
+// MinIO and the catalog on the machine's MariaDB.
+func TestChaosKill9IcebergS3(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs SIGKILL")
+	}
+	srv := minio.Shared(t)
+	s3ChildEnv(t, srv)
+	db := mariadbtest.Shared(t).NewDatabase(t)
+	dsn := mariadbtest.Shared(t).DSN(db)
+	bin := buildCLI(t)
+	rng := rand.New(rand.NewPCG(chaosSeed(t), 31))
+	count := int64(1500000)
+	if testing.Short() {
+		count = 300000
+	}
+	bucket, client := srv.NewBucket(t), srv.Client(t)
+	const prefix = "wh/demo.db/events"
+	args := []string{"run", "--source", fmt.Sprintf("gen://?count=%d&seed=%d", count, chaosGenSeed),
+		"--sink", "iceberg://demo.events", "--warehouse", "s3://" + bucket + "/wh", "--catalog", "mysql://" + dsn,
+		"--s3-endpoint", srv.Endpoint(), "--s3-path-style", "--checkpoint-interval", "100ms", "--bucket", "field:key"}
+	t.Logf("filesink %s", strings.Join(args, " "))
+	store, err := s3sink.NewStore(client, bucket, prefix+"/_filesink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &s3Chaos{t: t, client: client, bucket: bucket, store: store}
+	killUntilDone(t, bin, args, rng, count, c.decidedNext)
+
+	cat := icebergCatalog{"mysql", dsn}
+	read := icebergtest.WithS3(client, bucket, prefix)
+	tbl := checkIcebergTable(t, cat, "demo", "events", count, read)
+	manifests := map[string]bool{}
+	for _, k := range s3Keys(t, client, bucket, prefix+"/_filesink/manifests/") {
+		if key, ok := manifestKey(path.Base(k)); ok {
+			manifests[key] = true
+		}
+	}
+	checkIcebergOnce(t, tbl, manifests)
+	var files []string
+	for _, k := range s3Keys(t, client, bucket, prefix+"/data/") {
+		files = append(files, "s3://"+bucket+"/"+k)
+	}
+	checkNoOrphans(t, tbl, files)
 }
+

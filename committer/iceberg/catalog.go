@@ -16,6 +16,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite", pure Go
 
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// warehouses
+
 	"github.com/filesink/filesink/vfs"
 )
 

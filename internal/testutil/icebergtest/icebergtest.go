@@ -73,7 +73,7 @@ type Option func(*config)
 type config struct {
 	rows    bool
 	columns []string
-	s3   *s3Source
+	s3      *s3Source
 }
 
 // WithRows makes Read return every row of the live files in Table.Data.
