@@ -303,7 +303,6 @@ func checkNoOrphans(t *testing.T, tbl *icebergtest.Table, files []string) {
 	}
 }
 
-
 // TestChaosKill9IcebergS3 is TestChaosKill9Iceberg with the warehouse on
 // MinIO and the catalog on the machine's MariaDB.
 func TestChaosKill9IcebergS3(t *testing.T) {
@@ -349,4 +348,3 @@ func TestChaosKill9IcebergS3(t *testing.T) {
 	}
 	checkNoOrphans(t, tbl, files)
 }
-
