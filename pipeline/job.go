@@ -277,7 +277,7 @@ func (j *Job) validateGroup() error {
 		return specErr("--group needs a kafka:// source: group mode shares a topic's partitions among processes through a Kafka consumer group, not %s", sourceKind(j.Source))
 	case j.Kind() == MySQLSink || j.Kind() == HTTPSink:
 		return specErr("--group writes to S3 only: a MySQL or HTTP sink has no per-partition commit point that fences a process that lost its partitions")
-	case j.Kind() != S3Sink:
+	case j.Kind() != S3Sink && j.Kind() != IcebergSink:
 		return specErr("--group writes to S3 only (--sink s3://BUCKET/PREFIX): a local or shared filesystem offers no conditional write to fence a process that lost its partitions")
 	case j.State != "" && !strings.HasPrefix(j.State, "s3://"):
 		return specErr("--group keeps its state on S3 (--state s3://BUCKET/PREFIX, or the default under the sink): a directory cannot fence a process that lost its partitions")

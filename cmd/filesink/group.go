@@ -15,6 +15,7 @@ import (
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/group"
 	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/sinks/icebergsink"
 	"github.com/filesink/filesink/source/kafka"
 )
 
@@ -38,6 +39,9 @@ func (g *groupFlags) register(fs *flag.FlagSet) {
 // that its source is Kafka and its sink and state S3.
 func (f *runFlags) runGroup(ctx context.Context, spec *pipeline.Job, set map[string]bool, log *slog.Logger, stderr io.Writer, sig <-chan os.Signal) error {
 	cfg, err := f.groupConfig(ctx, spec, set, log)
+	if ij := f.icebergJob; ij != nil {
+		defer ij.close(log)
+	}
 	if err != nil {
 		return err
 	}
@@ -81,11 +85,21 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 		return nil, usageError("run: --group: partitions= in --source does not apply: the consumer group assigns the partitions")
 	}
 	kcfg.Logger = log.With("source", "kafka")
-	t, err := f.target(ctx, log)
-	if err != nil {
+	var ij *icebergJob
+	var l *layout
+	if spec.Kind() == pipeline.IcebergSink {
+		// The lanes write the table's data files under its location.
+		if ij, l, err = f.setupIceberg(ctx); err != nil {
+			return nil, err
+		}
+		f.icebergJob = ij // runGroup closes it
+		if !isS3(f.sink) {
+			return nil, usageError("run: --group writes Iceberg tables on S3 only (--warehouse s3://BUCKET/PREFIX): a local disk offers no conditional write to fence a process that lost its partitions")
+		}
+	} else if l, err = f.layout(); err != nil {
 		return nil, err
 	}
-	l, err := f.layout()
+	t, err := f.target(ctx, log)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +110,17 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 	bucket, prefix, err := parseS3(stateURI, "--state")
 	if err != nil {
 		return nil, err
+	}
+	if ij != nil {
+		// Every process of the group names the job alike: --job, else
+		// the one its state location implies.
+		id := f.mysql.job
+		if id == "" {
+			if id, err = deriveStateJob(stateURI); err != nil {
+				return nil, err
+			}
+		}
+		ij.committer.SetJob(id)
 	}
 	st, err := s3sink.NewStore(t.client, bucket, prefix, s3sink.WithLogger(log))
 	if err != nil {
@@ -130,6 +155,9 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 			if err != nil {
 				return nil, err
 			}
+			if ij != nil {
+				return []pipeline.Sink{icebergsink.NewParticipant(w, lane.ID.String(), ij.committer)}, nil
+			}
 			return []pipeline.Sink{w}, nil
 		},
 		Pipeline: pipeline.Config{CheckpointInterval: f.interval, CheckpointEvery: f.checkpointEvery,
@@ -137,6 +165,11 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 	}
 	if f.allowChange != "" {
 		cfg.AllowChange = strings.Split(f.allowChange, ",")
+	}
+	if ij != nil {
+		// The output of an Iceberg sink is its table (metadata files
+		// included), not a folder of listed part files.
+		cfg.Output, cfg.DeadLetter = nil, nil
 	}
 	return cfg, nil
 }

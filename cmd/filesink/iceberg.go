@@ -84,36 +84,62 @@ func (f *runFlags) icebergSchema() (*bulk.Schema, error) {
 // makes or checks the table, and makes one file sink writer per subtask
 // writing the table's Parquet data files under its location.
 func (f *runFlags) buildIceberg(ctx context.Context, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
-	ident, err := icebergIdent(f.sink)
+	ij, l, err := f.setupIceberg(ctx)
 	if err != nil {
 		return nil, err
 	}
-	doc, err := f.icebergSchema()
-	if err != nil {
-		return nil, err
-	}
-	want, err := icebergsink.TableSchema(doc)
-	if err != nil {
-		return nil, usageError("run: --schema: %v", err)
-	}
-	part, err := icebergsink.ParsePartitioning(f.bucket)
-	if err != nil {
-		return nil, usageError("run: --bucket %v", err)
-	}
-	spec, err := part.Spec(want)
-	if err != nil {
-		return nil, usageError("run: --bucket: %v", err)
-	}
-	ij, err := f.openIceberg(ctx, ident, want, part, spec)
-	if err != nil {
-		return nil, err
-	}
-	j, err := f.icebergWriters(ctx, ij, doc, part, log, stdin, set)
+	j, err := f.icebergWriters(ctx, ij, l, log, stdin, set)
 	if err != nil {
 		ij.cat.Close()
 		return nil, err
 	}
 	return j, nil
+}
+
+// setupIceberg opens the catalog, makes or checks the table and returns
+// the layout of its data files; it points f.sink at the table location
+// (the output of the file sink writers). The caller closes ij.
+func (f *runFlags) setupIceberg(ctx context.Context) (ij *icebergJob, l *layout, err error) {
+	ident, err := icebergIdent(f.sink)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := f.icebergSchema()
+	if err != nil {
+		return nil, nil, err
+	}
+	want, err := icebergsink.TableSchema(doc)
+	if err != nil {
+		return nil, nil, usageError("run: --schema: %v", err)
+	}
+	part, err := icebergsink.ParsePartitioning(f.bucket)
+	if err != nil {
+		return nil, nil, usageError("run: --bucket %v", err)
+	}
+	spec, err := part.Spec(want)
+	if err != nil {
+		return nil, nil, usageError("run: --bucket: %v", err)
+	}
+	if ij, err = f.openIceberg(ctx, ident, want, part, spec); err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			ij.cat.Close()
+		}
+	}()
+	if l, err = f.icebergLayout(ij, doc, part); err != nil {
+		return nil, nil, err
+	}
+	loc := strings.TrimSuffix(ij.table.Location(), "/")
+	if p, ok := strings.CutPrefix(loc, "file://"); ok {
+		f.sink = p
+	} else if isS3(loc) {
+		f.sink = loc
+	} else {
+		return nil, nil, inCommand("run", fmt.Errorf("iceberg: table %s is at %s: filesink writes tables on a local disk or S3", ij.committer.Table(), loc))
+	}
+	return ij, l, nil
 }
 
 // openIceberg opens the catalog and makes or checks the table.
@@ -139,33 +165,12 @@ func (f *runFlags) openIceberg(ctx context.Context, ident table.Identifier, want
 	return &icebergJob{cat: cat, table: tbl, committer: icebergsink.NewCommitter(cat, ident, tbl, part)}, nil
 }
 
-// icebergWriters makes the writers of the table's data files.
-func (f *runFlags) icebergWriters(ctx context.Context, ij *icebergJob, doc *bulk.Schema, part icebergsink.Partitioning, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
+// icebergLayout is the layout of the table's data files: Parquet of the
+// table's columns and field ids, in the partition directories of part.
+func (f *runFlags) icebergLayout(ij *icebergJob, doc *bulk.Schema, part icebergsink.Partitioning) (*layout, error) {
 	ws, err := icebergsink.WriteSchema(ij.table.Schema(), doc)
 	if err != nil {
 		return nil, inCommand("run", err)
-	}
-	loc := strings.TrimSuffix(ij.table.Location(), "/")
-	sinkURI := loc
-	if p, ok := strings.CutPrefix(loc, "file://"); ok {
-		sinkURI = p
-	} else if !isS3(loc) {
-		return nil, inCommand("run", fmt.Errorf("iceberg: table %s is at %s: filesink writes tables on a local disk or S3", ij.committer.Table(), loc))
-	}
-	saved := f.sink
-	f.sink = sinkURI
-	t, err := f.target(ctx, log)
-	f.sink = saved
-	if err != nil {
-		return nil, err
-	}
-	stateURI := f.state
-	if stateURI == "" {
-		stateURI = t.stateURI
-	}
-	j := &job{target: t, stateURI: stateURI, iceberg: ij}
-	if err := f.common(j, log, stdin, set); err != nil {
-		return nil, err
 	}
 	var l layout
 	if l.bulk, err = f.bulk.formatOf("parquet", ws); err != nil {
@@ -180,12 +185,29 @@ func (f *runFlags) icebergWriters(ctx context.Context, ij *icebergJob, doc *bulk
 	if err := f.parts(&l); err != nil {
 		return nil, err
 	}
+	return &l, nil
+}
+
+// icebergWriters makes the writers of the table's data files.
+func (f *runFlags) icebergWriters(ctx context.Context, ij *icebergJob, l *layout, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
+	t, err := f.target(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	stateURI := f.state
+	if stateURI == "" {
+		stateURI = t.stateURI
+	}
+	j := &job{target: t, stateURI: stateURI, iceberg: ij}
+	if err := f.common(j, log, stdin, set); err != nil {
+		return nil, err
+	}
 	if t.local != "" {
 		if err := os.MkdirAll(t.local, 0o755); err != nil {
 			return nil, inCommand("run", err)
 		}
 	}
-	if err := f.writers(j, &l, log); err != nil {
+	if err := f.writers(j, l, log); err != nil {
 		return nil, err
 	}
 	for i, w := range j.writers {

@@ -35,7 +35,7 @@ func (f *runFlags) identity(spec *pipeline.Job) (*recovery.Identity, error) {
 		id.Sink, id.Format = urlIdentity(f.sink), "jsonl"
 		return id, nil
 	case pipeline.IcebergSink:
-		id.Sink = f.sink
+		id.Sink = spec.Sink
 		id.Format = "iceberg parquet compression=" + f.bulk.parquetCompression
 		id.Bucketing = f.bucket
 		if f.bulk.schema != "" {

@@ -142,8 +142,9 @@ type runFlags struct {
 	resumeFromOutput                                             bool
 	config, metricsAddr                                          string
 
-	cmdline map[string]bool  // the flags given on the command line
-	metrics *metrics.Metrics // nil without --metrics-addr
+	cmdline    map[string]bool  // the flags given on the command line
+	icebergJob *icebergJob      // group mode: the open catalog of an iceberg:// sink
+	metrics    *metrics.Metrics // nil without --metrics-addr
 }
 
 // register defines the run flags on fs.

@@ -124,6 +124,12 @@ func (c *Catalog) open(ctx context.Context, driver, dsn string, dialect sqlcat.S
 		all[k] = v
 	}
 	cat, err := sqlcat.NewCatalog("filesink", db, dialect, all)
+	for try := 0; err != nil && try < 3 && ctx.Err() == nil; try++ {
+		// NewCatalog creates the catalog's tables if missing: processes
+		// starting together race on that (PostgreSQL fails the loser's
+		// CREATE TABLE IF NOT EXISTS); the tables are there after it.
+		cat, err = sqlcat.NewCatalog("filesink", db, dialect, all)
+	}
 	if err != nil {
 		db.Close()
 		return fmt.Errorf("iceberg: %s: %w", c.Desc, err)
