@@ -302,6 +302,16 @@ function sqlString(s) {
   return `'${s.replace(/'/g, "''")}'`;
 }
 
+// selectList is the select list of columns (a list of quoted names, or
+// *) for a data file: a column the file lacks (a file written before the
+// column was added to the table) reads as NULL, as Iceberg readers do.
+// Columns are matched by name.
+async function selectList(con, from, columns) {
+  if (columns === '*') return columns;
+  const have = new Set((await con.runAndReadAll(`DESCRIBE SELECT * FROM ${from}`)).getRowObjectsJson().map((r) => r.column_name));
+  return columns.split(', ').map((q) => (have.has(q.slice(1, -1)) ? q : `NULL AS ${q}`)).join(', ');
+}
+
 // readDataFile checks one data file against its entry and returns its row
 // count (null when unreadable) and, with rows, its rows.
 async function readDataFile(ctx, f, withRows) {
@@ -325,7 +335,7 @@ async function readDataFile(ctx, f, withRows) {
   let rows = [];
   try {
     if (withRows) {
-      rows = (await con.runAndReadAll(`SELECT ${columns} FROM ${from}`)).getRowObjectsJson();
+      rows = (await con.runAndReadAll(`SELECT ${await selectList(con, from, columns)} FROM ${from}`)).getRowObjectsJson();
       count = rows.length;
     } else {
       count = Number((await con.runAndReadAll(`SELECT count(*) AS n FROM ${from}`)).getRowObjectsJson()[0].n);

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/apache/iceberg-go"
@@ -152,7 +154,11 @@ func (f *runFlags) openIceberg(ctx context.Context, ident table.Identifier, want
 	if err != nil {
 		return nil, inCommand("run", err)
 	}
-	tbl, err := icecommit.EnsureTable(ctx, cat, ident, want, catalog.WithPartitionSpec(&spec))
+	err = f.evolveIceberg(ctx, cat, ident, want)
+	var tbl *table.Table
+	if err == nil {
+		tbl, err = icecommit.EnsureTable(ctx, cat, ident, want, catalog.WithPartitionSpec(&spec))
+	}
 	if err == nil {
 		if err = part.Check(tbl.Spec(), tbl.Schema()); err != nil {
 			err = fmt.Errorf("iceberg: table %s: %w", strings.Join(ident, "."), err)
@@ -163,6 +169,37 @@ func (f *runFlags) openIceberg(ctx context.Context, ident table.Identifier, want
 		return nil, inCommand("run", err)
 	}
 	return &icebergJob{cat: cat, table: tbl, committer: icebergsink.NewCommitter(cat, ident, tbl, part)}, nil
+}
+
+// evolveIceberg adds to an existing table the optional columns --schema
+// adds (with --allow-change schema, which keeps the change in the job's
+// state), before any data file has them; it refuses a --schema that lacks
+// a column of the table.
+func (f *runFlags) evolveIceberg(ctx context.Context, cat *icecommit.Catalog, ident table.Identifier, want *iceberg.Schema) error {
+	tbl, err := cat.LoadTable(ctx, ident)
+	if errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace) {
+		return nil // EnsureTable makes it
+	}
+	if err != nil {
+		return fmt.Errorf("iceberg: table %s in %s: %w", strings.Join(ident, "."), cat.Desc, err)
+	}
+	name := strings.Join(ident, ".")
+	if gone := icecommit.DroppedColumns(tbl.Schema(), want); len(gone) > 0 {
+		return fmt.Errorf("iceberg: table %s has column(s) %s that --schema lacks: a job never drops a table's columns; keep them in --schema (optional ones may be absent from the records)", name, strings.Join(gone, ", "))
+	}
+	cols := icecommit.NewColumns(tbl.Schema(), want)
+	if len(cols) == 0 {
+		return nil
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	if !slices.Contains(strings.Split(f.allowChange, ","), "schema") {
+		return usageError("run: --schema adds column(s) %s to table %s: pass --allow-change schema to add them (the change is kept in the job's state)", strings.Join(names, ", "), name)
+	}
+	_, _, err = icecommit.AddColumns(ctx, cat, ident, want)
+	return err
 }
 
 // icebergLayout is the layout of the table's data files: Parquet of the

@@ -49,6 +49,10 @@ func create(ctx context.Context, cat *Catalog, ident table.Identifier, schema *i
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		return cat.LoadTable(ctx, ident)
 	}
+	if err != nil && cat.maxLocation > 0 && strings.Contains(err.Error(), "metadata_location") {
+		// MySQL: "Data too long for column 'metadata_location'".
+		return nil, fmt.Errorf("its metadata location would be longer than the %d characters the catalog's metadata_location column takes: use a shorter warehouse location", cat.maxLocation)
+	}
 	return tbl, err
 }
 
