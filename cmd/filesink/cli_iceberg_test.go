@@ -64,6 +64,23 @@ func TestIcebergEmbedded(t *testing.T) {
 	if again, _ := icebergRows(t, wh, "id"); len(again.Snapshots) != len(tbl.Snapshots) {
 		t.Errorf("a further run of the finished job made %d snapshot(s)", len(again.Snapshots)-len(tbl.Snapshots))
 	}
+
+	v := mustRun(t, "verify", "--sink", "iceberg://demo.events", "--warehouse", wh)
+	if !strings.HasPrefix(v.stdout, "OK: iceberg://demo.events") || !strings.Contains(v.stdout, fmt.Sprintf("%d live data file(s)", len(tbl.Files))) {
+		t.Errorf("verify: %v", v)
+	}
+	st := mustRun(t, "state", "--sink", "iceberg://demo.events", "--warehouse", wh)
+	if want := fmt.Sprintf("lane filesink/0: checkpoint %d", last); !strings.Contains(st.stdout, want) {
+		t.Errorf("state does not show %q:\n%s", want, st.stdout)
+	}
+	// A live data file lost from the warehouse is a violation naming it.
+	lost := strings.TrimPrefix(tbl.Files[0].Path, "file://")
+	if err := os.Remove(lost); err != nil {
+		t.Fatal(err)
+	}
+	if r := cli(t, "verify", "--sink", "iceberg://demo.events", "--warehouse", wh); r.code != 1 || !strings.Contains(r.stdout, "VIOLATION data file "+tbl.Files[0].Path) {
+		t.Errorf("verify after a data file was deleted: want a violation naming it: %v", r)
+	}
 }
 
 // A later --schema that adds an optional column adds it to the table

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/filesink/filesink/source/kafka"
 )
 
-func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("state", `--state DIR [--source kafka://BROKERS/TOPIC] [--json]
 
 Prints the retained checkpoint records, oldest first: id, time, source
@@ -28,14 +29,36 @@ partition (its last stable offset) that the lane has not committed yet.
 A record that cannot be read (truncated, garbage, checksum mismatch, a
 newer format version) is named on a line of its own (on stderr with
 --json) and skipped; the others are printed, and the exit status is then
-1.`, stdout)
+1. With --sink iceberg://NAMESPACE.TABLE --warehouse LOCATION (and
+--catalog as the run has it), --state defaults to the table's, and a last
+section shows per lane of the job the newest checkpoint the table holds.`, stdout)
 	dir := fs.String("state", "", "checkpoint store `DIR` or s3://BUCKET/PREFIX (required; the run default is OUT/_filesink)")
 	src := fs.String("source", "", "the group job's kafka://BROKERS/TOPIC `URI`: show each lane's lag")
 	asJSON := fs.Bool("json", false, "print the records as JSON, one per line")
+	sink := fs.String("sink", "", "an iceberg://NAMESPACE.TABLE `URI` (with --warehouse): also show per lane the checkpoint the table holds; --state defaults to the table's")
 	var s3f s3Flags
 	s3f.register(fs, false)
+	var ice icebergFlags
+	ice.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *sink != "" {
+		if !strings.HasPrefix(*sink, "iceberg://") || ice.warehouse == "" {
+			return usageError("state: --sink takes an iceberg://NAMESPACE.TABLE sink, with its --warehouse")
+		}
+		lanes, stateURI, err := icebergCommitted(ctx, *sink, &ice, &s3f)
+		if err != nil {
+			return err
+		}
+		if *dir == "" {
+			*dir = stateURI
+		}
+		defer func() {
+			if err == nil && !*asJSON {
+				fmt.Fprint(stdout, lanes)
+			}
+		}()
 	}
 	if *dir == "" {
 		return usageError("state: --state is required")

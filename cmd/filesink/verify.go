@@ -43,6 +43,15 @@ decided part being committed, an in-progress file newer than its records),
 which is no violation. It reads the records and manifests again after it
 listed the output, so a checkpoint taken meanwhile is no violation either.
 
+For an iceberg://NAMESPACE.TABLE sink (with --warehouse, and --catalog
+as the run has it), checks the table's current snapshot instead: every
+live data file is there with the size its manifest entry records, no path
+is live twice, and per lane each checkpoint that published data files (a
+commit manifest) is in exactly one snapshot of the job, no snapshot holds
+a checkpoint that published none, and the table holds no checkpoint the
+state did not decide. A checkpoint published but not yet appended (a run
+stopped between the two) is a NOTE: the next run appends it.
+
 Prints every violation with the file, manifest or range concerned; exits 1
 if there is any, 2 if the output (or the --state given) is not there.`
 
@@ -51,23 +60,28 @@ type verifyArgs struct {
 	sink, state, prefix string
 	deep, noManifests   bool
 	s3                  s3Flags
+	iceberg             icebergFlags
 }
 
 // parseVerify reads the flags of the verify command.
 func parseVerify(args []string, stdout io.Writer) (*verifyArgs, error) {
 	a := &verifyArgs{}
 	fs := newFlagSet("verify", verifySynopsis, stdout)
-	fs.StringVar(&a.sink, "sink", "", "sink `URI` (required): file://OUT, OUT or s3://BUCKET/PREFIX")
+	fs.StringVar(&a.sink, "sink", "", "sink `URI` (required): file://OUT, OUT, s3://BUCKET/PREFIX or iceberg://NAMESPACE.TABLE (with --warehouse)")
 	fs.StringVar(&a.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink; optional)")
 	fs.StringVar(&a.prefix, "prefix", "part", "part file name prefix of the sink")
 	fs.BoolVar(&a.deep, "deep", false, "re-read every file and recount its records (parses Parquet and Arrow footers, decompresses gzip and zstd)")
 	fs.BoolVar(&a.noManifests, "no-manifests", false, "skip the manifest audit (output written before filesink kept manifests)")
 	a.s3.register(fs, false)
+	a.iceberg.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	if a.sink == "" {
 		return nil, usageError("verify: --sink is required")
+	}
+	if strings.HasPrefix(a.sink, "iceberg://") != (a.iceberg.warehouse != "") {
+		return nil, usageError("verify: an iceberg:// sink needs --warehouse, and --warehouse applies to one only")
 	}
 	if isMySQL(a.sink) {
 		return nil, usageError("verify: --sink %s: verify checks file and S3 sinks; a MySQL sink's rows commit atomically with their XA branches (see filesink xa list for prepared branches)", redactURI(a.sink))
@@ -88,6 +102,9 @@ func cmdVerify(ctx context.Context, args []string, stdout io.Writer) error {
 	a, err := parseVerify(args, stdout)
 	if err != nil {
 		return err
+	}
+	if strings.HasPrefix(a.sink, "iceberg://") {
+		return verifyIceberg(ctx, a, stdout)
 	}
 	t, err := openTarget(ctx, a.sink, &a.s3, slog.New(slog.DiscardHandler), false)
 	if err != nil {
