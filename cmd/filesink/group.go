@@ -121,6 +121,7 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 			}
 		}
 		ij.committer.SetJob(id)
+		ij.observe(f)
 	}
 	st, err := s3sink.NewStore(t.client, bucket, prefix, s3sink.WithLogger(log))
 	if err != nil {

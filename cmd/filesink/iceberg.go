@@ -15,6 +15,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/filesink/filesink/cmd/filesink/internal/metrics"
 	icecommit "github.com/filesink/filesink/committer/iceberg"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/filesink/bulk"
@@ -264,6 +265,7 @@ func (ij *icebergJob) start(ctx context.Context, f *runFlags, j *job, log *slog.
 		return err
 	}
 	ij.committer.SetJob(id)
+	ij.observe(f)
 	if err := ij.checkState(ctx, j, id); err != nil {
 		return err
 	}
@@ -301,4 +303,17 @@ func (ij *icebergJob) checkState(ctx context.Context, j *job, id string) error {
 			"if the job's state is elsewhere pass it with --state, else start a new job with --job NAME on a source position after them", j.stateURI, ij.committer.Table(), len(committed), id, committed))
 	}
 	return nil
+}
+
+// observe feeds the Iceberg metrics from the committer, with
+// --metrics-addr.
+func (ij *icebergJob) observe(f *runFlags) {
+	if f.metrics == nil {
+		return
+	}
+	c := ij.committer
+	c.SetObserver(f.metrics.Iceberg(func() metrics.IcebergCounts {
+		s := c.Stats()
+		return metrics.IcebergCounts{Commits: s.Commits, Appended: s.Appended, Skipped: s.Skipped, Attempts: s.Attempts, Snapshots: s.Snapshots}
+	}))
 }

@@ -32,8 +32,10 @@ type Committer struct {
 	waiting []*request
 	running bool
 
-	commits, appended, skipped, attempts atomic.Int64
-	nanos                                atomic.Int64
+	observe func(time.Duration) // SetObserver
+
+	commits, appended, skipped, attempts, snapshots atomic.Int64
+	nanos                                           atomic.Int64
 }
 
 type request struct {
@@ -57,22 +59,31 @@ func (c *Committer) SetJob(job string) {
 	c.table = icecommit.NewTable(c.cat, c.ident, job)
 }
 
+// SetObserver makes every Commit that returns nil report its latency to
+// observe (metrics); call it before the first Commit.
+func (c *Committer) SetObserver(observe func(time.Duration)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observe = observe
+}
+
 // Table returns the table's name, NAMESPACE.TABLE.
 func (c *Committer) Table() string { return strings.Join(c.ident, ".") }
 
 // Stats are what a Committer did so far.
 type Stats struct {
-	Commits  int64         // Commit calls that returned nil
-	Appended int64         // lane checkpoints this process appended
-	Skipped  int64         // lane checkpoints the table held already (recovery, zombies, lost replies)
-	Attempts int64         // appends tried; above the snapshots made, conflicts and retries
-	Latency  time.Duration // summed over the committed calls
+	Commits   int64         // Commit calls that returned nil
+	Appended  int64         // lane checkpoints this process appended
+	Skipped   int64         // lane checkpoints the table held already (recovery, zombies, lost replies)
+	Attempts  int64         // appends tried; above Snapshots, conflicts and retries
+	Snapshots int64         // appends that committed a snapshot
+	Latency   time.Duration // summed over the committed calls
 }
 
 // Stats returns the counts so far.
 func (c *Committer) Stats() Stats {
 	return Stats{Commits: c.commits.Load(), Appended: c.appended.Load(), Skipped: c.skipped.Load(),
-		Attempts: c.attempts.Load(), Latency: time.Duration(c.nanos.Load())}
+		Attempts: c.attempts.Load(), Snapshots: c.snapshots.Load(), Latency: time.Duration(c.nanos.Load())}
 }
 
 // Commit appends the files of lane's decided checkpoint to the table,
@@ -112,8 +123,15 @@ func (c *Committer) Commit(ctx context.Context, lane string, checkpoint uint64, 
 	select {
 	case err := <-r.done:
 		if err == nil {
+			d := time.Since(start)
 			c.commits.Add(1)
-			c.nanos.Add(int64(time.Since(start)))
+			c.nanos.Add(int64(d))
+			c.mu.Lock()
+			observe := c.observe
+			c.mu.Unlock()
+			if observe != nil {
+				observe(d)
+			}
 		}
 		return err
 	case <-ctx.Done():
@@ -157,6 +175,9 @@ func (c *Committer) append(ctx context.Context, t *icecommit.Table, batch []*req
 	c.attempts.Add(int64(res.Attempts))
 	c.appended.Add(int64(len(res.Appended)))
 	c.skipped.Add(int64(len(res.Skipped) + len(res.Recovered)))
+	if len(res.Appended) > 0 {
+		c.snapshots.Add(1)
+	}
 	return err
 }
 

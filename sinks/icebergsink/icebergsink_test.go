@@ -1,0 +1,218 @@
+package icebergsink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+
+	icecommit "github.com/filesink/filesink/committer/iceberg"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/filesink/bulk"
+)
+
+func testSchema(t *testing.T, doc string) *bulk.Schema {
+	t.Helper()
+	s, err := bulk.ParseSchema([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const eventsDoc = `{"fields":[{"name":"id","type":"int64","nullable":false},{"name":"country","type":"string"},{"name":"ts","type":"timestamp_us"}]}`
+
+func TestTableSchemaRefusesOtherTimestampUnits(t *testing.T) {
+	_, err := TableSchema(testSchema(t, `{"fields":[{"name":"s","type":"struct","fields":[{"name":"at","type":"timestamp_ms"}]}]}`))
+	if err == nil || !strings.Contains(err.Error(), "field s.at") || !strings.Contains(err.Error(), "timestamp_us") {
+		t.Fatalf("a timestamp_ms field: %v, want an error naming s.at and timestamp_us", err)
+	}
+	sc, err := TableSchema(testSchema(t, eventsDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := sc.FindFieldByName("id"); !f.Required {
+		t.Errorf("id is not required in %s", sc)
+	}
+}
+
+func TestPartitioningSpecs(t *testing.T) {
+	for _, tc := range []struct{ spec, want string }{
+		{"none", "none"}, {"", "none"}, {"field:country", "field:country"},
+		{"eventtime:ts", "eventtime:ts:day"}, {"eventtime:ts:hour", "eventtime:ts:hour"},
+	} {
+		p, err := ParsePartitioning(tc.spec)
+		if err != nil || p.String() != tc.want {
+			t.Errorf("ParsePartitioning(%q) = %v, %v; want %s", tc.spec, p, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"datetime", "hive:a,b", "eventtime:ts:minute", "field:", "eventtime:"} {
+		if _, err := ParsePartitioning(bad); err == nil {
+			t.Errorf("ParsePartitioning(%q) accepted", bad)
+		}
+	}
+	sc, err := TableSchema(testSchema(t, eventsDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Partitioning{{"id", Day}, {"ts", Identity}, {"nope", Identity}} {
+		if _, err := p.Spec(sc); err == nil {
+			t.Errorf("%v: a spec was made", p)
+		}
+	}
+}
+
+// The partition value a record's file directory holds reads back as the
+// value of the transform: days and hours since the epoch, the string.
+func TestPartitionValuesRoundTrip(t *testing.T) {
+	sc, err := TableSchema(testSchema(t, eventsDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	for _, tc := range []struct {
+		p      Partitioning
+		record string
+		dir    string
+		value  string
+	}{
+		{Partitioning{"ts", Day}, `{"ts":"2026-03-04T05:06:07Z"}`, "data/ts_day=2026-03-04", fmt.Sprint(ts.Unix() / 86400)},
+		{Partitioning{"ts", Hour}, fmt.Sprintf(`{"ts":%d}`, ts.UnixMicro()), "data/ts_hour=2026-03-04-05", fmt.Sprint(ts.Unix() / 3600)},
+		{Partitioning{"ts", Day}, `{"ts":"1969-12-31T23:00:00Z"}`, "data/ts_day=1969-12-31", "-1"},
+		{Partitioning{"country", Identity}, `{"country":"a/b=c"}`, "data/country=a%2Fb%3Dc", `"a/b=c"`},
+		{Partitioning{}, `{}`, "data", ""},
+	} {
+		spec, err := tc.p.Spec(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var typ iceberg.Type
+		if tc.p.Column != "" {
+			f, _ := sc.FindFieldByName(tc.p.Column)
+			typ = f.Type
+		}
+		dir, err := tc.p.Assigner(typ).Bucket([]byte(tc.record), time.Time{})
+		if err != nil || dir != tc.dir {
+			t.Errorf("%v: record %s goes to %q (%v), want %q", tc.p, tc.record, dir, err, tc.dir)
+			continue
+		}
+		vals, err := tc.p.Values(dir+"/part-0-x-0.parquet", spec, sc)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.p, err)
+		}
+		if tc.p.Column == "" {
+			if len(vals) != 0 {
+				t.Errorf("unpartitioned: values %v", vals)
+			}
+			continue
+		}
+		if got := string(vals[spec.Field(0).FieldID]); got != tc.value {
+			t.Errorf("%v: value %s, want %s", tc.p, got, tc.value)
+		}
+	}
+	if _, err := (Partitioning{"ts", Day}).Assigner(nil).Bucket([]byte(`{"ts":"yesterday"}`), time.Time{}); err == nil {
+		t.Errorf("a record whose event time does not parse got a partition")
+	}
+}
+
+// newTable makes an unpartitioned table of eventsDoc in an embedded
+// catalog and returns a committer of job "j" to it.
+func newTable(t *testing.T) (*Committer, string) {
+	t.Helper()
+	ctx := context.Background()
+	wh := t.TempDir()
+	cat, err := icecommit.OpenCatalog(ctx, "", wh, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	sc, err := TableSchema(testSchema(t, eventsDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ident := []string{"demo", "events"}
+	tbl, err := icecommit.EnsureTable(ctx, cat, ident, sc, catalog.WithPartitionSpec(iceberg.UnpartitionedSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCommitter(cat, ident, tbl, Partitioning{})
+	c.SetJob("j")
+	return c, strings.TrimPrefix(tbl.Location(), "file://")
+}
+
+func dataFile(t *testing.T, loc, name string, size int) filesink.ManifestFile {
+	t.Helper()
+	p := filepath.Join(loc, "data", name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filesink.ManifestFile{Path: "data/" + name, PartStats: filesink.PartStats{Size: int64(size), Records: 1}}
+}
+
+// Lanes that commit at the same time share snapshots; each lane's
+// checkpoint is in the table once; a lane whose file is missing fails
+// alone; a second commit of a checkpoint is a verified no-op.
+func TestCommitterGathersLanes(t *testing.T) {
+	c, loc := newTable(t)
+	ctx := context.Background()
+	const lanes, rounds = 8, 3
+	var wg sync.WaitGroup
+	errs := make([]error, lanes*rounds)
+	for l := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				f := dataFile(t, loc, fmt.Sprintf("l%d-c%d.parquet", l, r), 10+l)
+				errs[l*rounds+r] = c.Commit(ctx, fmt.Sprintf("lane/%d", l), uint64(r+1), []filesink.ManifestFile{f})
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	st := c.Stats()
+	if st.Appended != lanes*rounds || st.Snapshots > st.Appended || st.Snapshots == 0 {
+		t.Errorf("stats %+v: want %d lane checkpoints appended in at most as many snapshots", st, lanes*rounds)
+	}
+	t.Logf("%d lane checkpoints in %d snapshots (%d attempts)", st.Appended, st.Snapshots, st.Attempts)
+
+	// Again: a no-op.
+	if err := c.Commit(ctx, "lane/0", 3, []filesink.ManifestFile{dataFile(t, loc, "again.parquet", 5)}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats().Snapshots != st.Snapshots {
+		t.Errorf("a second commit of checkpoint 3 of lane/0 made a snapshot")
+	}
+	// A missing file fails its lane only, named; the other lane lands.
+	missing := filesink.ManifestFile{Path: "data/gone.parquet", PartStats: filesink.PartStats{Size: 3, Records: 1}}
+	ok := dataFile(t, loc, "ok.parquet", 4)
+	var bad, good error
+	wg.Add(2)
+	go func() { defer wg.Done(); bad = c.Commit(ctx, "lane/0", 4, []filesink.ManifestFile{missing}) }()
+	go func() { defer wg.Done(); good = c.Commit(ctx, "lane/1", 4, []filesink.ManifestFile{ok}) }()
+	wg.Wait()
+	if good != nil || bad == nil || !strings.Contains(bad.Error(), "gone.parquet") {
+		t.Errorf("a missing file: lane/0 %v, lane/1 %v; want lane/0 to fail naming the file and lane/1 to land", bad, good)
+	}
+	var derr = icecommit.ErrDataLoss
+	if bad != nil && !strings.Contains(bad.Error(), derr.Error()) {
+		t.Errorf("a missing file is not reported as data loss: %v", bad)
+	}
+	raw, _ := json.Marshal(c.Stats())
+	t.Logf("stats: %s", raw)
+}
