@@ -77,6 +77,14 @@ Sinks:
                          --mysql-dead-letter-table in the same XA branch; keep the password off
                          the command line: FILESINK_MYSQL_PASSWORD holds the password of a DSN
                          without one (or give the whole --sink in FILESINK_SINK or --config)
+  iceberg://NAMESPACE.TABLE
+                         an Apache Iceberg table: Parquet data files with the table's field ids
+                         under its location, one append snapshot per checkpoint, exactly once
+                         per job and lane; --warehouse DIR or s3://BUCKET/PREFIX (required),
+                         --catalog URI (default: the embedded SQLite catalog WAREHOUSE/catalog.db;
+                         also mysql://DSN, postgres://URL, sqlite:PATH), --schema FILE (a gen://
+                         source implies one), --bucket none|field:COL|eventtime:COL[:day|:hour]
+                         as the partitioning; the table is made on first use (docs/sink-iceberg.md)
   http://HOST:PORT/PATH or https://...
                          POST batches of records as JSON lines (application/x-ndjson) from
                          --http-workers goroutines per subtask, each with an Idempotency-Key
@@ -86,7 +94,7 @@ Sinks:
                          is sent as basic auth and never logged
 
 Delivery guarantees (--guarantee; asking for one a sink lacks is an error):
-  exactly-once           file, S3 and MySQL sinks (their default; MySQL's only one): two-phase
+  exactly-once           file, S3, Iceberg and MySQL sinks (their default; Iceberg's and MySQL's only one): two-phase
                          commit, records visible only when their checkpoint is decided
   at-least-once          file and S3 sinks: each part file is published as soon as it rolls,
                          without waiting for its checkpoint (lower latency); after a crash the
@@ -150,7 +158,7 @@ type runFlags struct {
 // register defines the run flags on fs.
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.source, "source", "", "source `URI` (required): file://DIR, DIR, gen://?count=N, kafka://HOST:PORT/TOPIC, -")
-	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT, OUT, s3://BUCKET/PREFIX, mysql://USER:PASS@tcp(HOST:PORT)/DB or http(s)://HOST:PORT/PATH")
+	fs.StringVar(&f.sink, "sink", "", "sink `URI` (required): file://OUT, OUT, s3://BUCKET/PREFIX, iceberg://NAMESPACE.TABLE, mysql://USER:PASS@tcp(HOST:PORT)/DB or http(s)://HOST:PORT/PATH")
 	fs.StringVar(&f.state, "state", "", "checkpoint store: DIR or s3://BUCKET/PREFIX (default OUT/_filesink, s3://BUCKET/PREFIX/_filesink; required with a mysql:// sink)")
 	fs.BoolVar(&f.bounded, "bounded", false, "Kafka: stop at the end offsets seen at the first start, then exit 0 (same as bounded=true in the URI)")
 	fs.StringVar(&f.start, "start", "", "Kafka: first-run start `POS`: earliest (default), latest, or a time (RFC 3339 or Unix ms); same as start= in the URI")
