@@ -12,6 +12,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/filesink/filesink/committer"
 	icecommit "github.com/filesink/filesink/committer/iceberg"
 	"github.com/filesink/filesink/filesink"
 )
@@ -122,6 +123,11 @@ func (c *Committer) Commit(ctx context.Context, lane string, checkpoint uint64, 
 	c.mu.Unlock()
 	select {
 	case err := <-r.done:
+		if errors.Is(err, icecommit.ErrDataLoss) {
+			// Retrying cannot bring the file back: the run stops, and
+			// the next one rebuilds it from the source if it can.
+			return committer.Permanent(fmt.Errorf("%w: %w", committer.ErrDataLoss, err))
+		}
 		if err == nil {
 			d := time.Since(start)
 			c.commits.Add(1)
