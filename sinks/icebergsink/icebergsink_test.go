@@ -19,7 +19,7 @@ import (
 	"github.com/filesink/filesink/filesink/bulk"
 )
 
-func testSchema(t *testing.T, doc string) *bulk.Schema {
+func testSchema(t testing.TB, doc string) *bulk.Schema {
 	t.Helper()
 	s, err := bulk.ParseSchema([]byte(doc))
 	if err != nil {
@@ -145,10 +145,12 @@ func newTable(t *testing.T) (*Committer, string) {
 	}
 	c := NewCommitter(cat, ident, tbl, Partitioning{})
 	c.SetJob("j")
-	return c, strings.TrimPrefix(tbl.Location(), "file://")
+	return c, trimFile(tbl.Location())
 }
 
-func dataFile(t *testing.T, loc, name string, size int) filesink.ManifestFile {
+func trimFile(loc string) string { return strings.TrimPrefix(loc, "file://") }
+
+func dataFile(t testing.TB, loc, name string, size int) filesink.ManifestFile {
 	t.Helper()
 	p := filepath.Join(loc, "data", name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
