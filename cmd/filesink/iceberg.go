@@ -30,7 +30,8 @@ type icebergFlags struct {
 
 func (f *icebergFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.warehouse, "warehouse", "", "iceberg: the warehouse `LOCATION`, a local directory or s3://BUCKET/PREFIX, under which new tables are made (required)")
-	fs.StringVar(&f.catalog, "catalog", "", "iceberg: the catalog `URI`: mysql://USER:PASS@tcp(HOST:PORT)/DB, postgres://..., sqlite:PATH; "+
+	fs.StringVar(&f.catalog, "catalog", "", "iceberg: the catalog `URI`: mysql://USER:PASS@tcp(HOST:PORT)/DB, postgres://..., sqlite:PATH, "+
+		"or an Iceberg REST catalog http(s)://[CLIENT_ID:SECRET@]HOST:PORT/PATH[?token=TOKEN]; "+
 		"default: the embedded SQLite catalog WAREHOUSE/catalog.db (a local warehouse only)")
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/rest"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -35,9 +36,10 @@ const metadataNameLen = len("/metadata/00000-00000000-0000-0000-0000-00000000000
 type Catalog struct {
 	catalog.Catalog
 	// Kind is "sqlite" (the embedded catalog or an explicit SQLite file),
-	// "mysql" or "postgres".
+	// "mysql", "postgres" or "rest".
 	Kind string
-	// Desc names the catalog for messages, with no credentials.
+	// Desc names the catalog for messages, with no password, token or
+	// client secret.
 	Desc string
 	db   *sql.DB
 	// maxLocation is the longest metadata location the catalog's column
@@ -55,10 +57,21 @@ type Catalog struct {
 //   - "sqlite:PATH": a SQLite file;
 //   - "mysql://DSN": MySQL or MariaDB, DSN as go-sql-driver/mysql takes
 //     it (user:password@tcp(host:port)/database);
-//   - "postgres://..." or "postgresql://...": PostgreSQL (a libpq URL).
+//   - "postgres://..." or "postgresql://...": PostgreSQL (a libpq URL);
+//   - "http://HOST:PORT/PATH" or "https://...": an Iceberg REST catalog
+//     (iceberg-go's REST client), its base URL without the "/v1". The
+//     warehouse goes to the server as the client's warehouse option, and
+//     props to the client (the server's config may override them). Its
+//     credentials, if any, are the URL's user info CLIENT_ID:SECRET or a
+//     query parameter credential=CLIENT_ID:SECRET (OAuth2 client
+//     credentials, exchanged at the server's token endpoint), or
+//     token=TOKEN (a bearer token), values URL-encoded; no other query
+//     parameter is taken.
 //
-// The catalog's tables are created if missing. A nil error means the
-// catalog answered. Errors and Desc never hold a password.
+// The SQL catalogs' tables are created if missing. A nil error means the
+// catalog answered (a REST catalog: its config endpoint, with the
+// credentials given). Errors and Desc never hold a password, token or
+// client secret.
 func OpenCatalog(ctx context.Context, uri, warehouse string, props iceberg.Properties) (*Catalog, error) {
 	whURI, err := warehouseURI(warehouse)
 	if err != nil {
@@ -100,8 +113,13 @@ func OpenCatalog(ctx context.Context, uri, warehouse string, props iceberg.Prope
 			return nil, errors.New("iceberg: catalog: not a PostgreSQL URL")
 		}
 		c.Kind, c.Desc, driver, dialect, dsn = "postgres", "PostgreSQL catalog "+u.Redacted(), "pgx", sqlcat.Postgres, uri
+	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
+		if err := c.openREST(ctx, uri, whURI, props); err != nil {
+			return nil, err
+		}
+		return c, nil
 	default:
-		return nil, fmt.Errorf("iceberg: catalog %q: give mysql://DSN, postgres://URL, sqlite:PATH, or none for the embedded catalog", redact(uri))
+		return nil, fmt.Errorf("iceberg: catalog %q: give mysql://DSN, postgres://URL, sqlite:PATH, http(s)://REST-URL, or none for the embedded catalog", redact(uri))
 	}
 	if err := c.open(ctx, driver, dsn, dialect, whURI, props); err != nil {
 		return nil, err
@@ -142,6 +160,78 @@ func (c *Catalog) open(ctx context.Context, driver, dsn string, dialect sqlcat.S
 	return nil
 }
 
+// openREST opens iceberg-go's REST catalog at uri, which fetches the
+// server's config. The credentials of uri go to the client's options
+// only: neither Desc nor an error holds them.
+func (c *Catalog) openREST(ctx context.Context, uri, whURI string, props iceberg.Properties) error {
+	base, opts, err := restOptions(uri)
+	if err != nil {
+		return err
+	}
+	c.Kind, c.Desc = "rest", "REST catalog "+base
+	opts = append(opts, rest.WithWarehouseLocation(whURI))
+	if len(props) > 0 {
+		opts = append(opts, rest.WithAdditionalProps(props))
+	}
+	cat, err := rest.NewCatalog(ctx, "filesink", base, opts...)
+	if err != nil {
+		return fmt.Errorf("iceberg: opening the %s: %w", c.Desc, oneLine{err})
+	}
+	c.Catalog = cat
+	return nil
+}
+
+// restOptions splits a REST catalog URI into its base URL, with no user
+// info, query or fragment, and the client options of its credentials.
+// Its errors name no credential.
+func restOptions(uri string) (string, []rest.Option, error) {
+	u, err := url.Parse(uri)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return "", nil, errors.New("iceberg: catalog: not a REST catalog URL (http(s)://HOST:PORT/PATH)")
+	}
+	bare := *u
+	bare.User, bare.RawQuery, bare.ForceQuery, bare.Fragment, bare.RawFragment = nil, "", false, "", ""
+	base := bare.String()
+	query, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", nil, fmt.Errorf("iceberg: catalog %s: its query is not URL-encoded", base)
+	}
+	var opts []rest.Option
+	if u.User != nil {
+		cred := u.User.Username()
+		if pw, ok := u.User.Password(); ok {
+			cred += ":" + pw
+		}
+		opts = append(opts, rest.WithCredential(cred))
+	}
+	for k, vs := range query {
+		switch {
+		case len(vs) != 1 || vs[0] == "":
+			return "", nil, fmt.Errorf("iceberg: catalog %s: query parameter %q needs one value", base, k)
+		case k == "token":
+			opts = append(opts, rest.WithOAuthToken(vs[0]))
+		case k == "credential":
+			opts = append(opts, rest.WithCredential(vs[0]))
+		default:
+			return "", nil, fmt.Errorf("iceberg: catalog %s: unknown query parameter %q; a REST catalog takes token= or credential=", base, k)
+		}
+	}
+	if len(opts) > 1 {
+		return "", nil, fmt.Errorf("iceberg: catalog %s: give one credential: user info, token= or credential=", base)
+	}
+	return base, opts, nil
+}
+
+// oneLine is an error with its line breaks made spaces (an OAuth2 error
+// holds the token endpoint's reply on a line of its own).
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string {
+	return strings.Join(strings.FieldsFunc(e.err.Error(), func(r rune) bool { return r == '\n' || r == '\r' }), " ")
+}
+
+func (e oneLine) Unwrap() error { return e.err }
+
 // locationLimit reads the length of the catalog's metadata_location
 // column (0: none).
 func (c *Catalog) locationLimit(ctx context.Context) (int, error) {
@@ -164,7 +254,8 @@ func (c *Catalog) locationLimit(ctx context.Context) (int, error) {
 // CheckLocation refuses a table location whose metadata files' locations
 // would not fit the catalog's metadata_location column (MySQL's is 255
 // characters): the commit would fail at the catalog, after the metadata
-// file was written.
+// file was written. SQLite, PostgreSQL and REST catalogs get no limit
+// (what a REST server stores the location in, filesink cannot know).
 func (c *Catalog) CheckLocation(location string) error {
 	if c.maxLocation > 0 && len(location)+metadataNameLen > c.maxLocation {
 		return fmt.Errorf("iceberg: table location %s: its metadata locations (%d characters) do not fit the %d of the %s's metadata_location column; use a shorter warehouse path", location, len(location)+metadataNameLen, c.maxLocation, c.Desc)

@@ -39,6 +39,13 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return envOn(t, cat)
+}
+
+// envOn is the env of the table db.events (testSchema) in cat, which it
+// makes if missing; cat is closed when t ends.
+func envOn(t *testing.T, cat *ice.Catalog) *env {
+	t.Helper()
 	t.Cleanup(func() { cat.Close() })
 	if _, err := ice.EnsureTable(t.Context(), cat, ident, testSchema); err != nil {
 		t.Fatal(err)
@@ -213,7 +220,13 @@ func TestLostReplyAfterAppliedCommit(t *testing.T) {
 // all land, each checkpoint in one snapshot: a conflict on the table's
 // head makes the loser load and append again.
 func TestConcurrentCommitters(t *testing.T) {
-	e := newEnv(t)
+	concurrentCommitters(t, newEnv(t))
+}
+
+// concurrentCommitters commits 3 lanes of 5 checkpoints each from 3
+// committers at once to e's table, then reads it.
+func concurrentCommitters(t *testing.T, e *env) {
+	t.Helper()
 	const lanes, checkpoints, per = 3, 5, 10
 	files := make([][]iceberg.DataFile, lanes)
 	for l := range lanes {

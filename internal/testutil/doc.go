@@ -4,7 +4,8 @@
 // machine's MariaDB and private mariadbd processes for kill -9 cases),
 // kafkatest (kfake brokers, in process and as processes), faultproxy (an
 // HTTP proxy that injects S3 faults in front of MinIO), icebergtest (an
-// Iceberg table reader that does not use iceberg-go), testjob (small jobs
-// and output checks for crash tests) and proc (the process supervisor the
-// others share).
+// Iceberg table reader that does not use iceberg-go), icebergrest (an
+// Iceberg REST catalog server whose commits can lose their reply or
+// conflict), testjob (small jobs and output checks for crash tests) and
+// proc (the process supervisor the others share).
 package testutil
