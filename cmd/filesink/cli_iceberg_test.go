@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/filesink/filesink/internal/testutil/icebergrest"
 	"github.com/filesink/filesink/internal/testutil/icebergtest"
 	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 )
@@ -178,5 +180,44 @@ func TestIcebergMistakes(t *testing.T) {
 	}
 	if _, rows := icebergRows(t, wh, "id"); len(rows) != 100 {
 		t.Errorf("the table holds %d rows after the mistakes, want the first job's 100", len(rows))
+	}
+}
+
+// A REST catalog that loses the replies of applied commits (503, a
+// dropped connection) and answers 409 to another: the run still puts
+// every checkpoint in the table once.
+func TestIcebergRESTCatalog(t *testing.T) {
+	srv := icebergrest.New(t)
+	srv.FailAfterApply(1, 503)
+	args := []string{"run", "--source", "gen://?count=20000", "--sink", "iceberg://demo.events", "--warehouse", srv.Warehouse(),
+		"--catalog", srv.URL(), "--checkpoint-records", "4000"}
+	go func() {
+		// Later commits: one conflict, one dropped connection.
+		time.Sleep(100 * time.Millisecond)
+		srv.Conflict(1)
+		srv.FailAfterApply(1, icebergrest.DropConnection)
+	}()
+	mustRun(t, args...)
+	dir := filepath.Join(strings.TrimPrefix(srv.Warehouse(), "file://"), "demo.db", "events")
+	loc, err := icebergtest.Latest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := icebergtest.MustRead(t, loc, icebergtest.WithColumns("id"))
+	ids := map[string]int{}
+	for _, row := range tbl.Data {
+		var r struct{ ID json.Number }
+		if err := json.Unmarshal(row, &r); err != nil {
+			t.Fatal(err)
+		}
+		ids[r.ID.String()]++
+	}
+	if len(tbl.Errors) > 0 || len(tbl.DuplicatePaths) > 0 || tbl.Rows != 20000 || len(ids) != 20000 {
+		t.Fatalf("table: %d rows, %d distinct ids, errors %v, paths twice %v", tbl.Rows, len(ids), tbl.Errors, tbl.DuplicatePaths)
+	}
+	c := srv.Counts()
+	t.Logf("%d snapshots; commits %+v", len(tbl.Snapshots), c)
+	if c.Lost < 1 || len(tbl.Snapshots) != int(c.Applied) {
+		t.Errorf("commits %+v, %d snapshots: want a lost reply and one snapshot per applied commit", c, len(tbl.Snapshots))
 	}
 }
