@@ -85,18 +85,8 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 		return nil, usageError("run: --group: partitions= in --source does not apply: the consumer group assigns the partitions")
 	}
 	kcfg.Logger = log.With("source", "kafka")
-	var ij *icebergJob
-	var l *layout
-	if spec.Kind() == pipeline.IcebergSink {
-		// The lanes write the table's data files under its location.
-		if ij, l, err = f.setupIceberg(ctx); err != nil {
-			return nil, err
-		}
-		f.icebergJob = ij // runGroup closes it
-		if !isS3(f.sink) {
-			return nil, usageError("run: --group writes Iceberg tables on S3 only (--warehouse s3://BUCKET/PREFIX): a local disk offers no conditional write to fence a process that lost its partitions")
-		}
-	} else if l, err = f.layout(); err != nil {
+	ij, l, err := f.groupLayout(ctx, spec)
+	if err != nil {
 		return nil, err
 	}
 	t, err := f.target(ctx, log)
@@ -111,17 +101,8 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 	if err != nil {
 		return nil, err
 	}
-	if ij != nil {
-		// Every process of the group names the job alike: --job, else
-		// the one its state location implies.
-		id := f.mysql.job
-		if id == "" {
-			if id, err = deriveStateJob(stateURI); err != nil {
-				return nil, err
-			}
-		}
-		ij.committer.SetJob(id)
-		ij.observe(f)
+	if err := f.groupIcebergJob(ij, stateURI); err != nil {
+		return nil, err
 	}
 	st, err := s3sink.NewStore(t.client, bucket, prefix, s3sink.WithLogger(log))
 	if err != nil {
@@ -173,6 +154,45 @@ func (f *runFlags) groupConfig(ctx context.Context, spec *pipeline.Job, set map[
 		cfg.Output, cfg.DeadLetter = nil, nil
 	}
 	return cfg, nil
+}
+
+// groupLayout is the layout of the lanes' part files: an Iceberg table's
+// data files (its open catalog in ij, which runGroup closes), or the
+// file sink's.
+func (f *runFlags) groupLayout(ctx context.Context, spec *pipeline.Job) (*icebergJob, *layout, error) {
+	if spec.Kind() != pipeline.IcebergSink {
+		l, err := f.layout()
+		return nil, l, err
+	}
+	// The lanes write the table's data files under its location.
+	ij, l, err := f.setupIceberg(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.icebergJob = ij // runGroup closes it
+	if !isS3(f.sink) {
+		return nil, nil, usageError("run: --group writes Iceberg tables on S3 only (--warehouse s3://BUCKET/PREFIX): a local disk offers no conditional write to fence a process that lost its partitions")
+	}
+	return ij, l, nil
+}
+
+// groupIcebergJob names the job of an Iceberg sink's committer (ij nil:
+// none): --job, else the one the state location implies, alike in every
+// process of the group.
+func (f *runFlags) groupIcebergJob(ij *icebergJob, stateURI string) error {
+	if ij == nil {
+		return nil
+	}
+	id := f.mysql.job
+	if id == "" {
+		var err error
+		if id, err = deriveStateJob(stateURI); err != nil {
+			return err
+		}
+	}
+	ij.committer.SetJob(id)
+	ij.observe(f)
+	return nil
 }
 
 // groupMetrics feeds the metrics from the lanes: their events, their

@@ -184,6 +184,9 @@ func icebergLanes(in *icecommit.Inspection, manifests []*filesink.Manifest, last
 // lane of the job, the newest checkpoint the table holds; and the table's
 // default state location.
 func icebergCommitted(ctx context.Context, sink string, f *icebergFlags, s3f *s3Flags) (string, string, error) {
+	if !strings.HasPrefix(sink, "iceberg://") || f.warehouse == "" {
+		return "", "", usageError("state: --sink takes an iceberg://NAMESPACE.TABLE sink, with its --warehouse")
+	}
 	cat, tbl, err := openIcebergTable(ctx, "state", sink, f, s3f)
 	if err != nil {
 		return "", "", err

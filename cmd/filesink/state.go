@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,8 +14,7 @@ import (
 	"github.com/filesink/filesink/source/kafka"
 )
 
-func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
-	fs := newFlagSet("state", `--state DIR [--source kafka://BROKERS/TOPIC] [--json]
+const stateSynopsis = `--state DIR [--source kafka://BROKERS/TOPIC] [--json]
 
 Prints the retained checkpoint records, oldest first: id, time, source
 position, and per participant the in-progress parts and the committables
@@ -31,7 +29,10 @@ newer format version) is named on a line of its own (on stderr with
 --json) and skipped; the others are printed, and the exit status is then
 1. With --sink iceberg://NAMESPACE.TABLE --warehouse LOCATION (and
 --catalog as the run has it), --state defaults to the table's, and a last
-section shows per lane of the job the newest checkpoint the table holds.`, stdout)
+section shows per lane of the job the newest checkpoint the table holds.`
+
+func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := newFlagSet("state", stateSynopsis, stdout)
 	dir := fs.String("state", "", "checkpoint store `DIR` or s3://BUCKET/PREFIX (required; the run default is OUT/_filesink)")
 	src := fs.String("source", "", "the group job's kafka://BROKERS/TOPIC `URI`: show each lane's lag")
 	asJSON := fs.Bool("json", false, "print the records as JSON, one per line")
@@ -44,9 +45,6 @@ section shows per lane of the job the newest checkpoint the table holds.`, stdou
 		return err
 	}
 	if *sink != "" {
-		if !strings.HasPrefix(*sink, "iceberg://") || ice.warehouse == "" {
-			return usageError("state: --sink takes an iceberg://NAMESPACE.TABLE sink, with its --warehouse")
-		}
 		lanes, stateURI, err := icebergCommitted(ctx, *sink, &ice, &s3f)
 		if err != nil {
 			return err
