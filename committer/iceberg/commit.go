@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 )
 
@@ -87,6 +89,11 @@ func (e *CommitError) Unwrap() error { return e.Err }
 // missing or shorter than its checkpoint records: the decided checkpoint
 // cannot be committed as it was decided.
 var ErrDataLoss = errors.New("a decided data file is missing or has another size")
+
+// ErrBadDataFile is wrapped by the error of a commit whose data file is
+// not a Parquet file of the table's schema (its columns lack the table's
+// field ids): appending it would make readers see nulls or wrong columns.
+var ErrBadDataFile = errors.New("a decided data file does not fit the table")
 
 // Table commits to one Iceberg table for one job. It holds no state
 // between calls; a Table is safe for concurrent use, and any number of
@@ -295,14 +302,40 @@ func checkFiles(ctx context.Context, tbl *table.Table, lanes []LaneCommit) error
 			if err != nil {
 				return fmt.Errorf("%w: lane %q checkpoint %d: %s: %v", ErrDataLoss, l.Lane, l.Checkpoint, df.FilePath(), err)
 			}
-			fi, err := f.Stat()
+			err = checkFile(f, df, tbl.Schema())
 			f.Close()
 			if err != nil {
-				return fmt.Errorf("lane %q checkpoint %d: %s: %w", l.Lane, l.Checkpoint, df.FilePath(), err)
+				return fmt.Errorf("lane %q checkpoint %d: %w", l.Lane, l.Checkpoint, err)
 			}
-			if fi.Size() != df.FileSizeBytes() {
-				return fmt.Errorf("%w: lane %q checkpoint %d: %s has %d bytes, the checkpoint recorded %d", ErrDataLoss, l.Lane, l.Checkpoint, df.FilePath(), fi.Size(), df.FileSizeBytes())
-			}
+		}
+	}
+	return nil
+}
+
+// checkFile checks the open data file f of df: the size df records, and
+// the table's field ids on its Parquet columns (readers match columns by
+// id: a file written for another schema would read as nulls or wrong
+// columns).
+func checkFile(f iceio.File, df iceberg.DataFile, sc *iceberg.Schema) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %w", df.FilePath(), err)
+	}
+	if fi.Size() != df.FileSizeBytes() {
+		return fmt.Errorf("%w: %s has %d bytes, the checkpoint recorded %d", ErrDataLoss, df.FilePath(), fi.Size(), df.FileSizeBytes())
+	}
+	rd, err := file.NewParquetReader(f)
+	if err != nil {
+		return fmt.Errorf("%w: %s: not a Parquet file: %v", ErrBadDataFile, df.FilePath(), err)
+	}
+	defer rd.Close()
+	pq := rd.MetaData().Schema
+	for i := range pq.NumColumns() {
+		node := pq.Column(i).SchemaNode()
+		id := int(node.FieldID())
+		f, ok := sc.FindFieldByID(id)
+		if id <= 0 || !ok || f.Name != node.Name() {
+			return fmt.Errorf("%w: %s: column %s has field id %d, which the table names %q: the file was not written for this table's schema", ErrBadDataFile, df.FilePath(), pq.Column(i).Path(), id, f.Name)
 		}
 	}
 	return nil

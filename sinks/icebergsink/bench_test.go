@@ -34,7 +34,7 @@ func BenchmarkIcebergCommit(b *testing.B) {
 				c, loc := benchTable(b, kind)
 				b.StartTimer()
 				for i := range commits {
-					f := dataFile(b, loc, fmt.Sprintf("c%d.parquet", i), 100)
+					f := dataFile(b, c, loc, fmt.Sprintf("c%d.parquet", i), 0)
 					start := time.Now()
 					if err := c.Commit(context.Background(), "filesink/0", uint64(i+1), []filesink.ManifestFile{f}); err != nil {
 						b.Fatal(err)

@@ -128,6 +128,9 @@ func (c *Committer) Commit(ctx context.Context, lane string, checkpoint uint64, 
 			// the next one rebuilds it from the source if it can.
 			return committer.Permanent(fmt.Errorf("%w: %w", committer.ErrDataLoss, err))
 		}
+		if errors.Is(err, icecommit.ErrBadDataFile) {
+			return committer.Permanent(err)
+		}
 		if err == nil {
 			d := time.Since(start)
 			c.commits.Add(1)

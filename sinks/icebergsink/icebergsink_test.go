@@ -11,12 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
 
 	icecommit "github.com/filesink/filesink/committer/iceberg"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/filesink/bulk"
+	"github.com/filesink/filesink/internal/testutil/icebergtest"
 )
 
 func testSchema(t testing.TB, doc string) *bulk.Schema {
@@ -150,16 +155,33 @@ func newTable(t *testing.T) (*Committer, string) {
 
 func trimFile(loc string) string { return strings.TrimPrefix(loc, "file://") }
 
-func dataFile(t testing.TB, loc, name string, size int) filesink.ManifestFile {
+// dataFile writes a one-row Parquet data file of c's table at
+// data/name under the table location loc, with the table's field ids
+// shifted by shift (0: the right ids), and returns what a checkpoint
+// records of it.
+func dataFile(t testing.TB, c *Committer, loc, name string, shift int) filesink.ManifestFile {
 	t.Helper()
+	as, err := table.SchemaToArrowSchema(c.meta.Schema(), nil, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := as.Fields()
+	for i := range fields {
+		fields[i].Metadata = icebergtest.FieldID(c.meta.Schema().Field(i).ID + shift)
+	}
+	as = arrow.NewSchema(fields, nil)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, as, strings.NewReader(`[{"id":1,"country":"x","ts":null}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
 	p := filepath.Join(loc, "data", name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	icebergtest.WriteParquet(t, p, rec)
+	fi, err := os.Stat(p)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return filesink.ManifestFile{Path: "data/" + name, PartStats: filesink.PartStats{Size: int64(size), Records: 1}}
+	return filesink.ManifestFile{Path: "data/" + name, PartStats: filesink.PartStats{Size: fi.Size(), Records: 1}}
 }
 
 // Lanes that commit at the same time share snapshots; each lane's
@@ -176,7 +198,7 @@ func TestCommitterGathersLanes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := range rounds {
-				f := dataFile(t, loc, fmt.Sprintf("l%d-c%d.parquet", l, r), 10+l)
+				f := dataFile(t, c, loc, fmt.Sprintf("l%d-c%d.parquet", l, r), 0)
 				errs[l*rounds+r] = c.Commit(ctx, fmt.Sprintf("lane/%d", l), uint64(r+1), []filesink.ManifestFile{f})
 			}
 		}()
@@ -194,7 +216,7 @@ func TestCommitterGathersLanes(t *testing.T) {
 	t.Logf("%d lane checkpoints in %d snapshots (%d attempts)", st.Appended, st.Snapshots, st.Attempts)
 
 	// Again: a no-op.
-	if err := c.Commit(ctx, "lane/0", 3, []filesink.ManifestFile{dataFile(t, loc, "again.parquet", 5)}); err != nil {
+	if err := c.Commit(ctx, "lane/0", 3, []filesink.ManifestFile{dataFile(t, c, loc, "again.parquet", 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if c.Stats().Snapshots != st.Snapshots {
@@ -202,7 +224,7 @@ func TestCommitterGathersLanes(t *testing.T) {
 	}
 	// A missing file fails its lane only, named; the other lane lands.
 	missing := filesink.ManifestFile{Path: "data/gone.parquet", PartStats: filesink.PartStats{Size: 3, Records: 1}}
-	ok := dataFile(t, loc, "ok.parquet", 4)
+	ok := dataFile(t, c, loc, "ok.parquet", 0)
 	var bad, good error
 	wg.Add(2)
 	go func() { defer wg.Done(); bad = c.Commit(ctx, "lane/0", 4, []filesink.ManifestFile{missing}) }()
@@ -214,6 +236,11 @@ func TestCommitterGathersLanes(t *testing.T) {
 	var derr = icecommit.ErrDataLoss
 	if bad != nil && !strings.Contains(bad.Error(), derr.Error()) {
 		t.Errorf("a missing file is not reported as data loss: %v", bad)
+	}
+	// A file written with other field ids is refused, naming the column.
+	odd := dataFile(t, c, loc, "odd.parquet", 100)
+	if err := c.Commit(ctx, "lane/2", 4, []filesink.ManifestFile{odd}); err == nil || !strings.Contains(err.Error(), "field id 101") {
+		t.Errorf("a file with other field ids: %v, want it refused naming the id", err)
 	}
 	raw, _ := json.Marshal(c.Stats())
 	t.Logf("stats: %s", raw)
