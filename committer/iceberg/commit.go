@@ -28,8 +28,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/iceberg-go"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 )
