@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,9 +44,6 @@ type icebergMember struct {
 // must find every committed record once and no aborted one, each lane
 // checkpoint in one snapshot.
 func TestChaosGroupIceberg(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("needs SIGKILL and SIGSTOP")
-	}
 	srv := minio.Shared(t)
 	s3ChildEnv(t, srv)
 	maria := mariadbtest.Shared(t)
