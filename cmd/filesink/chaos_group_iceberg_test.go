@@ -192,19 +192,6 @@ func checkIcebergGroupTable(t *testing.T, maria *mariadbtest.Server, dsn string,
 	if missing+twice+aborted > 0 || int(tbl.Rows) != in.committed {
 		t.Errorf("table: %d rows for %d committed records: %d missing, %d more than once, %d aborted ones", tbl.Rows, in.committed, missing, twice, aborted)
 	}
-	seen := map[string]string{}
-	for _, s := range tbl.Snapshots {
-		var lanes map[string]uint64
-		if err := json.Unmarshal([]byte(s.Summary["filesink.lanes"]), &lanes); err != nil {
-			t.Fatalf("snapshot %s: %v", s.ID, err)
-		}
-		for lane, cp := range lanes {
-			key := fmt.Sprintf("%s/%d", lane, cp)
-			if prev, dup := seen[key]; dup {
-				t.Errorf("lane %s checkpoint %d is in snapshots %s and %s", lane, cp, prev, s.ID)
-			}
-			seen[key] = s.ID
-		}
-	}
+	seen := laneSnapshots(t, tbl)
 	t.Logf("%d rows; %d snapshots hold %d lane checkpoints; %d live files", tbl.Rows, len(tbl.Snapshots), len(seen), len(tbl.Files))
 }

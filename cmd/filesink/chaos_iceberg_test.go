@@ -196,10 +196,10 @@ func checkIcebergTable(t *testing.T, cat icebergCatalog, ns, name string, count 
 	return tbl
 }
 
-// checkIcebergOnce checks that each lane checkpoint is in exactly one
-// snapshot of the table, and that the snapshots hold exactly the
-// checkpoints that published files (manifests: "checkpoint/lane index").
-func checkIcebergOnce(t *testing.T, tbl *icebergtest.Table, manifests map[string]bool) {
+// laneSnapshots returns the snapshot of each lane checkpoint the table's
+// snapshot summaries hold ("lane@checkpoint"), failing t for one in two
+// snapshots.
+func laneSnapshots(t *testing.T, tbl *icebergtest.Table) map[string]string {
 	t.Helper()
 	got := map[string]string{}
 	for _, s := range tbl.Snapshots {
@@ -212,28 +212,37 @@ func checkIcebergOnce(t *testing.T, tbl *icebergtest.Table, manifests map[string
 			t.Fatalf("snapshot %s: filesink.lanes %q: %v", s.ID, raw, err)
 		}
 		for lane, cp := range lanes {
-			key := fmt.Sprintf("%d/%s", cp, strings.TrimPrefix(lane, "filesink/"))
+			key := fmt.Sprintf("%s@%d", lane, cp)
 			if prev, dup := got[key]; dup {
 				t.Errorf("checkpoint %d of lane %s is in snapshots %s and %s", cp, lane, prev, s.ID)
 			}
 			got[key] = s.ID
 		}
 	}
+	return got
+}
+
+// checkIcebergOnce checks that each lane checkpoint is in exactly one
+// snapshot of the table, and that the snapshots hold exactly the
+// checkpoints that published files (manifests: "filesink/SUBTASK@CHECKPOINT").
+func checkIcebergOnce(t *testing.T, tbl *icebergtest.Table, manifests map[string]bool) {
+	t.Helper()
+	got := laneSnapshots(t, tbl)
 	for key := range manifests {
 		if _, ok := got[key]; !ok {
-			t.Errorf("checkpoint/lane %s published files (its manifest) but no snapshot holds it", key)
+			t.Errorf("lane checkpoint %s published files (its manifest) but no snapshot holds it", key)
 		}
 	}
 	for key := range got {
 		if !manifests[key] {
-			t.Errorf("checkpoint/lane %s is in a snapshot but has no manifest", key)
+			t.Errorf("lane checkpoint %s is in a snapshot but has no manifest", key)
 		}
 	}
 	t.Logf("%d snapshots, %d lane checkpoints, %d live data files", len(tbl.Snapshots), len(got), len(tbl.Files))
 }
 
 // localManifests lists the commit manifests of a local state directory
-// as "checkpoint/subtask".
+// as manifestKey names them.
 func localManifests(t *testing.T, dir string) map[string]bool {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -250,7 +259,7 @@ func localManifests(t *testing.T, dir string) map[string]bool {
 }
 
 // manifestKey reads "<checkpoint>-part-<subtask>.json" as
-// "checkpoint/subtask".
+// "filesink/subtask@checkpoint".
 func manifestKey(name string) (string, bool) {
 	base, ok := strings.CutSuffix(name, ".json")
 	if !ok {
@@ -262,7 +271,7 @@ func manifestKey(name string) (string, bool) {
 	if !ok || err != nil || i < 0 {
 		return "", false
 	}
-	return fmt.Sprintf("%d/%s", n, writer[i+1:]), true
+	return fmt.Sprintf("filesink/%s@%d", writer[i+1:], n), true
 }
 
 // localDataFiles lists the files under a local table's data directory.

@@ -72,25 +72,13 @@ func TestGroupIceberg(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("%d distinct records in the table, want %d", len(got), len(want))
 	}
-	laneCheckpoints := 0
-	seen := map[string]bool{}
-	for _, s := range tbl.Snapshots {
-		var lanes map[string]uint64
-		if err := json.Unmarshal([]byte(s.Summary["filesink.lanes"]), &lanes); err != nil {
-			t.Fatalf("snapshot %s: %v", s.ID, err)
+	seen := laneSnapshots(t, tbl)
+	for key := range seen {
+		if !strings.HasPrefix(key, "orders/") {
+			t.Errorf("a snapshot names lane checkpoint %q, want orders/PARTITION@N", key)
 		}
-		for lane, cp := range lanes {
-			key := fmt.Sprintf("%s/%d", lane, cp)
-			if seen[key] {
-				t.Errorf("lane %s checkpoint %d is in two snapshots", lane, cp)
-			}
-			seen[key] = true
-			if !strings.HasPrefix(lane, "orders/") {
-				t.Errorf("snapshot %s names lane %q, want orders/PARTITION", s.ID, lane)
-			}
-		}
-		laneCheckpoints += len(lanes)
 	}
+	laneCheckpoints := len(seen)
 	t.Logf("%d snapshots hold %d lane checkpoints, %d live files", len(tbl.Snapshots), laneCheckpoints, len(tbl.Files))
 	if len(tbl.Snapshots) >= laneCheckpoints {
 		t.Errorf("%d snapshots for %d lane checkpoints: the lanes of a process are not gathered", len(tbl.Snapshots), laneCheckpoints)

@@ -227,33 +227,15 @@ func (f *runFlags) icebergLayout(ij *icebergJob, doc *bulk.Schema, part icebergs
 	return &l, nil
 }
 
-// icebergWriters makes the writers of the table's data files.
+// icebergWriters makes the writers of the table's data files, each the
+// participant of one lane.
 func (f *runFlags) icebergWriters(ctx context.Context, ij *icebergJob, l *layout, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
-	t, err := f.target(ctx, log)
+	j, err := f.buildWith(ctx, l, ij, log, stdin, set)
 	if err != nil {
-		return nil, err
-	}
-	stateURI := f.state
-	if stateURI == "" {
-		stateURI = t.stateURI
-	}
-	j := &job{target: t, stateURI: stateURI, iceberg: ij}
-	if err := f.common(j, log, stdin, set); err != nil {
-		return nil, err
-	}
-	if t.local != "" {
-		if err := os.MkdirAll(t.local, 0o755); err != nil {
-			return nil, inCommand("run", err)
-		}
-	}
-	if err := f.writers(j, l, log); err != nil {
 		return nil, err
 	}
 	for i, w := range j.writers {
 		j.cfg.Sinks[i] = icebergsink.NewParticipant(w, filesink.ParticipantName(i), ij.committer)
-	}
-	if f.bulk.unknownFields == string(bulk.DropUnknown) {
-		j.reportDropped(l.bulk, log)
 	}
 	return j, nil
 }

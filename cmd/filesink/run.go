@@ -604,6 +604,16 @@ func (f *runFlags) lineOptions(set map[string]bool) []source.Option {
 // build makes the job of a file or S3 sink (pipeline.Job checked which
 // flags apply): its target, its part file layout and its writers.
 func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
+	l, err := f.layout()
+	if err != nil {
+		return nil, err
+	}
+	return f.buildWith(ctx, l, nil, log, stdin, set)
+}
+
+// buildWith makes the job of a file or S3 sink, or of an Iceberg sink's
+// table location (ij set; f.sink is the location), with the layout l.
+func (f *runFlags) buildWith(ctx context.Context, l *layout, ij *icebergJob, log *slog.Logger, stdin io.Reader, set map[string]bool) (*job, error) {
 	t, err := f.target(ctx, log)
 	if err != nil {
 		return nil, err
@@ -612,11 +622,7 @@ func (f *runFlags) build(ctx context.Context, log *slog.Logger, stdin io.Reader,
 	if stateURI == "" {
 		stateURI = t.stateURI
 	}
-	l, err := f.layout()
-	if err != nil {
-		return nil, err
-	}
-	j := &job{target: t, stateURI: stateURI}
+	j := &job{target: t, stateURI: stateURI, iceberg: ij}
 	if err := f.common(j, log, stdin, set); err != nil {
 		return nil, err
 	}

@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog"
-
-	icecommit "github.com/filesink/filesink/committer/iceberg"
 	"github.com/filesink/filesink/filesink"
 	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 )
@@ -51,27 +47,10 @@ func BenchmarkIcebergCommit(b *testing.B) {
 
 // benchTable makes a fresh unpartitioned table in a catalog of kind.
 func benchTable(b *testing.B, kind string) (*Committer, string) {
-	ctx := context.Background()
 	uri := ""
 	if kind == "mariadb" {
 		m := mariadbtest.Shared(b)
 		uri = "mysql://" + m.DSN(m.NewDatabase(b))
 	}
-	cat, err := icecommit.OpenCatalog(ctx, uri, b.TempDir(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cat.Close() })
-	sc, err := TableSchema(testSchema(b, eventsDoc))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ident := []string{"bench", "events"}
-	tbl, err := icecommit.EnsureTable(ctx, cat, ident, sc, catalog.WithPartitionSpec(iceberg.UnpartitionedSpec))
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := NewCommitter(cat, ident, tbl, Partitioning{})
-	c.SetJob("bench")
-	return c, trimFile(tbl.Location())
+	return newTableOn(b, uri, "bench")
 }

@@ -130,11 +130,15 @@ func TestPartitionValuesRoundTrip(t *testing.T) {
 
 // newTable makes an unpartitioned table of eventsDoc in an embedded
 // catalog and returns a committer of job "j" to it.
-func newTable(t *testing.T) (*Committer, string) {
+func newTable(t testing.TB) (*Committer, string) { return newTableOn(t, "", "j") }
+
+// newTableOn makes an unpartitioned table of eventsDoc in the catalog uri
+// (OpenCatalog's; "": an embedded one) and returns a committer of job to
+// it and the table location.
+func newTableOn(t testing.TB, uri, job string) (*Committer, string) {
 	t.Helper()
 	ctx := context.Background()
-	wh := t.TempDir()
-	cat, err := icecommit.OpenCatalog(ctx, "", wh, nil)
+	cat, err := icecommit.OpenCatalog(ctx, uri, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +153,7 @@ func newTable(t *testing.T) (*Committer, string) {
 		t.Fatal(err)
 	}
 	c := NewCommitter(cat, ident, tbl, Partitioning{})
-	c.SetJob("j")
+	c.SetJob(job)
 	return c, trimFile(tbl.Location())
 }
 
