@@ -83,4 +83,9 @@ func TestGroupIceberg(t *testing.T) {
 	if len(tbl.Snapshots) >= laneCheckpoints {
 		t.Errorf("%d snapshots for %d lane checkpoints: the lanes of a process are not gathered", len(tbl.Snapshots), laneCheckpoints)
 	}
+	v := mustRun(t, "verify", "--sink", "iceberg://shop.orders", "--warehouse", "s3://"+bucket+"/wh", "--catalog", dsn,
+		"--s3-endpoint", srv.Endpoint(), "--s3-path-style")
+	if !strings.Contains(v.stdout, fmt.Sprintf("%d lane(s) whose snapshots match", parts)) {
+		t.Errorf("verify of the group's table: %v", v)
+	}
 }
