@@ -10,47 +10,73 @@ import (
 
 	icecommit "github.com/filesink/filesink/committer/iceberg"
 	"github.com/filesink/filesink/filesink/bulk"
+	"github.com/filesink/filesink/internal/testutil/icebergtest"
 	"github.com/filesink/filesink/sinks/icebergsink"
 )
 
 // filesink run with a checkpoint every 3000 records makes ten small data
-// files; filesink compact rewrites them into one, printing one line; the
-// independent reader finds every record once, each lane checkpoint still
-// in one snapshot; a further run of the finished job appends nothing, and
-// a second compact finds nothing to do.
+// files per partition; filesink compact rewrites them into one per
+// partition, printing one line; the independent reader finds every
+// record once, each lane checkpoint still in one snapshot; a further run
+// of the finished job appends nothing, and a second compact finds nothing
+// to do.
 func TestCLIIcebergCompact(t *testing.T) {
-	wh := filepath.Join(t.TempDir(), "lake")
-	const count = 30000
-	run := []string{"run", "--source", fmt.Sprintf("gen://?count=%d", count), "--sink", "iceberg://demo.events", "--warehouse", wh,
-		"--checkpoint-interval", "5ms", "--checkpoint-records", "3000"}
-	mustRun(t, run...)
-	cat := icebergSQLite(filepath.Join(wh, "catalog.db"))
-	before := checkIcebergTable(t, cat, "demo", "events", count)
-	if len(before.Files) < 5 {
-		t.Fatalf("the job wrote %d data files; want at least 5 to compact", len(before.Files))
+	for _, c := range []struct {
+		name   string
+		query  string
+		bucket []string
+		files  int
+	}{
+		{"unpartitioned", "", nil, 1},
+		{"by key", "&keys=2", []string{"--bucket", "field:key"}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wh := filepath.Join(t.TempDir(), "lake")
+			const count = 30000
+			run := append([]string{"run", "--source", fmt.Sprintf("gen://?count=%d%s", count, c.query), "--sink", "iceberg://demo.events", "--warehouse", wh,
+				"--checkpoint-interval", "5ms", "--checkpoint-records", "3000"}, c.bucket...)
+			mustRun(t, run...)
+			cat := icebergSQLite(filepath.Join(wh, "catalog.db"))
+			before := checkIcebergTable(t, cat, "demo", "events", count)
+			if len(before.Files) < 10*c.files {
+				t.Fatalf("the job wrote %d data files; want at least %d", len(before.Files), 10*c.files)
+			}
+			r := mustRun(t, "compact", "--sink", "iceberg://demo.events", "--warehouse", wh)
+			after := checkIcebergTable(t, cat, "demo", "events", count)
+			checkCompacted(t, r.stdout, before, after, c.files)
+			stateDir := filepath.Join(wh, "demo.db", "events", "_filesink")
+			checkIcebergOnce(t, after, localManifests(t, filepath.Join(stateDir, "manifests")))
+
+			mustRun(t, run...)
+			if again := checkIcebergTable(t, cat, "demo", "events", count); len(again.Snapshots) != len(after.Snapshots) {
+				t.Errorf("a further run of the finished job made %d snapshots", len(again.Snapshots)-len(after.Snapshots))
+			}
+			if r := mustRun(t, "compact", "--sink", "iceberg://demo.events", "--warehouse", wh); !strings.Contains(r.stdout, "nothing to compact") {
+				t.Errorf("a second compact: %q", r.stdout)
+			}
+		})
 	}
-	r := mustRun(t, "compact", "--sink", "iceberg://demo.events", "--warehouse", wh)
-	after := checkIcebergTable(t, cat, "demo", "events", count)
-	if len(after.Files) != 1 {
-		t.Errorf("%d data files after compaction, want 1", len(after.Files))
-	}
+}
+
+// checkCompacted checks compact's line and the table it compacted: files
+// live data files, one per partition value, and the compaction's replace
+// as the current snapshot.
+func checkCompacted(t *testing.T, stdout string, before, after *icebergtest.Table, files int) {
+	t.Helper()
 	want := fmt.Sprintf("compact: demo.events: %d data files, ", len(before.Files))
-	if !strings.HasPrefix(r.stdout, want) || strings.Count(r.stdout, "\n") != 1 || !strings.Contains(r.stdout, "replace snapshot "+after.CurrentSnapshotID+",") {
-		t.Errorf("stdout %q: want one line starting %q and naming snapshot %s", r.stdout, want, after.CurrentSnapshotID)
+	if !strings.HasPrefix(stdout, want) || strings.Count(stdout, "\n") != 1 || !strings.Contains(stdout, "replace snapshot "+after.CurrentSnapshotID+",") {
+		t.Errorf("stdout %q: want one line starting %q and naming snapshot %s", stdout, want, after.CurrentSnapshotID)
 	}
 	last := after.Snapshots[len(after.Snapshots)-1]
 	if last.ID != after.CurrentSnapshotID || last.Operation != "replace" || last.Summary["filesink.compaction"] == "" {
 		t.Errorf("the current snapshot is %+v; want the compaction's replace", last)
 	}
-	stateDir := filepath.Join(wh, "demo.db", "events", "_filesink")
-	checkIcebergOnce(t, after, localManifests(t, filepath.Join(stateDir, "manifests")))
-
-	mustRun(t, run...)
-	if again := checkIcebergTable(t, cat, "demo", "events", count); len(again.Snapshots) != len(after.Snapshots) {
-		t.Errorf("a further run of the finished job made %d snapshots", len(again.Snapshots)-len(after.Snapshots))
+	partitions := map[string]bool{}
+	for _, f := range after.Files {
+		partitions[fmt.Sprint(f.Partition)] = true
 	}
-	if r := mustRun(t, "compact", "--sink", "iceberg://demo.events", "--warehouse", wh); !strings.Contains(r.stdout, "nothing to compact") {
-		t.Errorf("a second compact: %q", r.stdout)
+	if len(after.Files) != files || len(partitions) != files {
+		t.Errorf("%d data files in %d partitions after compaction, want %d in %d", len(after.Files), len(partitions), files, files)
 	}
 }
 

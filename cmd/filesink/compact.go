@@ -89,11 +89,23 @@ func embeddedCatalogThere(f icebergFlags) error {
 	return nil
 }
 
-func cmdCompact(ctx context.Context, args []string, stdout io.Writer) error {
+// cmdCompact runs the compact command; a signal on sig stops it as a
+// crash would (the table as it was, the files written left to the next
+// compaction).
+func cmdCompact(ctx context.Context, args []string, stdout io.Writer, sig <-chan os.Signal) error {
 	a, err := parseCompact(args, stdout)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	ident, _ := icebergIdent(a.sink)
 	props, err := a.s3.icebergProps(a.iceberg.warehouse)
 	if err != nil {

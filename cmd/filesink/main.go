@@ -64,7 +64,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case "uploads":
 		err = cmdUploads(ctx, args[1:], stdout, stderr)
 	case "compact":
-		err = cmdCompact(ctx, args[1:], stdout)
+		err = cmdCompact(ctx, args[1:], stdout, sig)
 	case "xa":
 		err = cmdXA(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

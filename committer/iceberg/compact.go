@@ -134,6 +134,7 @@ func Compact(ctx context.Context, cat table.CatalogIO, ident table.Identifier, o
 	c := &compactRun{cat: cat, ident: ident, opts: opts, run: strings.ToLower(rand.Text())}
 	res := CompactResult{Run: c.run}
 	var st *staged
+	tried := map[int]*staged{} // by attempt
 	var journal []journalEntry
 	var lastErr error
 	for {
@@ -142,7 +143,7 @@ func Compact(ctx context.Context, cat table.CatalogIO, ident table.Identifier, o
 			return res, err
 		}
 		if snap := runSnapshot(tbl, c.run); snap != nil {
-			return c.finish(ctx, res, tbl, snap, st, journal)
+			return c.finish(ctx, res, tbl, snap, tried, journal)
 		}
 		if res.Attempts >= opts.MaxAttempts || res.Rewrites >= opts.MaxAttempts {
 			if lastErr == nil {
@@ -165,6 +166,7 @@ func Compact(ctx context.Context, cat table.CatalogIO, ident table.Identifier, o
 			continue // load the head again: what was appended meanwhile is kept
 		}
 		res.Attempts++
+		tried[res.Attempts] = st
 		if journal, err = c.listJournal(ctx, tbl); err != nil {
 			return res, err
 		}
@@ -262,14 +264,20 @@ func (c *compactRun) commit(ctx context.Context, tbl *table.Table, st *staged, a
 	return err
 }
 
-// finish fills res from the run's snapshot snap of tbl and sweeps.
-func (c *compactRun) finish(ctx context.Context, res CompactResult, tbl *table.Table, snap *table.Snapshot, st *staged, journal []journalEntry) (CompactResult, error) {
+// finish fills res from the run's snapshot snap of tbl and sweeps; tried
+// holds what each attempt committed.
+func (c *compactRun) finish(ctx context.Context, res CompactResult, tbl *table.Table, snap *table.Snapshot, tried map[int]*staged, journal []journalEntry) (CompactResult, error) {
 	res.SnapshotID = snap.SnapshotID
 	res.FilesAfter, res.BytesAfter = totals(snap)
 	if snap.ParentSnapshotID != nil {
 		if parent := tbl.Metadata().SnapshotByID(*snap.ParentSnapshotID); parent != nil {
 			res.FilesBefore, res.BytesBefore = totals(parent)
 		}
+	}
+	attempt, _ := strconv.Atoi(snap.Summary.Properties[SummaryCompactionAttempt])
+	st := tried[attempt]
+	if st == nil {
+		st = &staged{} // not to be: then every journaled file is checked
 	}
 	for _, gr := range st.groups {
 		res.Removed += len(gr.OldDataFiles)

@@ -137,8 +137,10 @@ func (j *journalIO) record(name string) error {
 	return nil
 }
 
+// ReadFile reads name through the table's IO.
 func (j *journalIO) ReadFile(name string) ([]byte, error) { return readFile(j.IO, name) }
 
+// Stat describes name through the table's IO.
 func (j *journalIO) Stat(name string) (iofs.FileInfo, error) {
 	if s, ok := j.IO.(icebergio.StatIO); ok {
 		return s.Stat(name)
@@ -258,10 +260,10 @@ func (c *compactRun) sweep(ctx context.Context, tbl *table.Table, journal []jour
 			errs = append(errs, err)
 			continue
 		}
-		runDirs[e.file[:strings.LastIndex(e.file, "/")+1]] = true
+		runDirs[e.file[:strings.LastIndexAny(e.file, `/\`)+1]] = true
 	}
 	for d := range runDirs {
-		_ = fs.Remove(strings.TrimSuffix(d, "/")) // a local run directory, once empty
+		_ = fs.Remove(strings.TrimRight(d, `/\`)) // a local run directory, once empty
 	}
 	return swept, errors.Join(errs...)
 }

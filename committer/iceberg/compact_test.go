@@ -214,13 +214,14 @@ func TestRecommitAfterCompaction(t *testing.T) {
 
 // hooked is the catalog as a compaction sees it, with hook run (once
 // each, in order) before a commit reaches the catalog; fail makes the
-// commit fail without reaching it, lose applies it and loses the reply.
+// commit fail without reaching it, lose applies it and loses the reply,
+// hold fails it and applies it late, before the next commit.
 type hooked struct {
 	*ice.Catalog
-	mu         sync.Mutex
-	hooks      []func()
-	fail, lose int
-	commits    int
+	mu               sync.Mutex
+	hooks            []func()
+	fail, lose, hold int
+	commits          int
 }
 
 func (h *hooked) LoadTable(ctx context.Context, id table.Identifier) (*table.Table, error) {
@@ -243,6 +244,15 @@ func (h *hooked) CommitTable(ctx context.Context, id table.Identifier, reqs []ta
 		h.fail--
 	} else if lose {
 		h.lose--
+	} else if h.hold > 0 {
+		h.hold--
+		h.hooks = append([]func(){func() {
+			if _, _, err := h.Catalog.CommitTable(context.WithoutCancel(ctx), id, reqs, ups); err != nil {
+				panic(err)
+			}
+		}}, h.hooks...)
+		h.mu.Unlock()
+		return nil, "", errors.New("read tcp: i/o timeout")
 	}
 	h.mu.Unlock()
 	if hook != nil {
@@ -427,6 +437,24 @@ func TestCompactLostReply(t *testing.T) {
 	res := compact(t, cat, ice.CompactOptions{})
 	if res.SnapshotID == 0 || res.Attempts != 1 || cat.commits != 1 || res.Removed != 5 {
 		t.Errorf("result %+v after %d commits: want the one commit found", res, cat.commits)
+	}
+	e.read(50, 6)
+	if u, j := e.unreferenced(), e.journal(); len(u) != 0 || len(j) != 0 {
+		t.Errorf("unreferenced files %v, journal %v", u, j)
+	}
+}
+
+// The compaction's commit times out, the run finds the table without it
+// and commits again, and the first commit lands just before: the second
+// fails, and the run finds its snapshot, of its first attempt.
+func TestCompactLateLanding(t *testing.T) {
+	e := newEnv(t)
+	e.appendCheckpoints(ice.NewTable(e.cat, ident, "job1"), "events/1", 1, 5, 10)
+	cat := &hooked{Catalog: e.cat, hold: 1}
+	res := compact(t, cat, ice.CompactOptions{})
+	cur := e.load().CurrentSnapshot()
+	if res.SnapshotID != cur.SnapshotID || res.Attempts != 2 || cur.Summary.Properties[ice.SummaryCompactionAttempt] != "1" || res.Removed != 5 || res.Added != 1 {
+		t.Errorf("result %+v, current snapshot %+v: want the first attempt's snapshot found", res, cur.Summary)
 	}
 	e.read(50, 6)
 	if u, j := e.unreferenced(), e.journal(); len(u) != 0 || len(j) != 0 {
