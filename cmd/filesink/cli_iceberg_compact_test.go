@@ -1,16 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
 	icecommit "github.com/filesink/filesink/committer/iceberg"
 	"github.com/filesink/filesink/filesink/bulk"
 	"github.com/filesink/filesink/internal/testutil/icebergtest"
+	"github.com/filesink/filesink/internal/testutil/mariadbtest"
 	"github.com/filesink/filesink/sinks/icebergsink"
 )
 
@@ -174,5 +178,75 @@ func createGenTable(t *testing.T, wh string, ident table.Identifier) {
 	defer cat.Close()
 	if _, err := icecommit.EnsureTable(t.Context(), cat, ident, schema); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// failingCommits is a catalog whose commits fail without reaching it: a
+// compaction through it dies before its commit, as a killed one does.
+type failingCommits struct{ *icecommit.Catalog }
+
+func (f failingCommits) LoadTable(ctx context.Context, id table.Identifier) (*table.Table, error) {
+	tbl, err := f.Catalog.LoadTable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, f), nil
+}
+
+func (f failingCommits) CommitTable(context.Context, table.Identifier, []table.Requirement, []table.Update) (table.Metadata, string, error) {
+	return nil, "", errors.New("killed")
+}
+
+// On MinIO with the MariaDB catalog: a compaction dies before its commit,
+// leaving its file and journal object; filesink compact then rewrites the
+// job's files, deletes that orphan and the journal, and the independent
+// reader finds every record once in one data file.
+func TestCLIIcebergCompactS3(t *testing.T) {
+	srv := minio.Shared(t)
+	s3ChildEnv(t, srv)
+	dsn := mariadbtest.Shared(t).DSN(mariadbtest.Shared(t).NewDatabase(t))
+	bucket, client := srv.NewBucket(t), srv.Client(t)
+	const count, prefix = 30000, "wh/demo.db/events"
+	flags := []string{"--sink", "iceberg://demo.events", "--warehouse", "s3://" + bucket + "/wh", "--catalog", "mysql://" + dsn,
+		"--s3-endpoint", srv.Endpoint(), "--s3-path-style"}
+	mustRun(t, append([]string{"run", "--source", fmt.Sprintf("gen://?count=%d", count), "--checkpoint-records", "3000"}, flags...)...)
+	cat := icebergCatalog{"mysql", dsn}
+	read := icebergtest.WithS3(client, bucket, prefix)
+	before := checkIcebergTable(t, cat, "demo", "events", count, read)
+
+	props := iceberg.Properties{"s3.endpoint": srv.Endpoint(), "s3.force-virtual-addressing": "false"}
+	ic, err := icecommit.OpenCatalog(t.Context(), "mysql://"+dsn, "s3://"+bucket+"/wh", props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ic.Close()
+	if _, err := icecommit.Compact(t.Context(), failingCommits{ic}, table.Identifier{"demo", "events"}, icecommit.CompactOptions{MaxAttempts: 1}); err == nil {
+		t.Fatal("a compaction whose commit fails succeeded")
+	}
+	journal := s3Keys(t, client, bucket, prefix+"/"+icecommit.CompactDir+"/")
+	if len(journal) != 1 {
+		t.Fatalf("journal objects %v, want the dead compaction's one", journal)
+	}
+
+	r := mustRun(t, append([]string{"compact"}, flags...)...)
+	after := checkIcebergTable(t, cat, "demo", "events", count, read)
+	checkCompacted(t, r.stdout, before, after, 1)
+	if !strings.Contains(r.stdout, "; 1 orphan file(s) of unfinished compactions deleted") {
+		t.Errorf("stdout %q: want the dead compaction's file deleted", r.stdout)
+	}
+	if left := s3Keys(t, client, bucket, prefix+"/"+icecommit.CompactDir+"/"); len(left) != 0 {
+		t.Errorf("journal objects left: %v", left)
+	}
+	live := map[string]bool{}
+	for _, f := range before.Files {
+		live[f.Path] = true
+	}
+	for _, f := range after.Files {
+		live[f.Path] = true
+	}
+	for _, k := range s3Keys(t, client, bucket, prefix+"/data/") {
+		if !live["s3://"+bucket+"/"+k] {
+			t.Errorf("data object %s is neither a job's file nor the compacted one", k)
+		}
 	}
 }
