@@ -21,6 +21,8 @@ Usage:
   filesink run    --source URI --sink URI [flags]   run a job; after a crash, run it again to resume
   filesink verify --sink URI [--state DIR]          check the output against the checkpoint records
   filesink state  --state DIR                       print the checkpoint records
+  filesink compact --sink iceberg://NS.TABLE --warehouse LOCATION
+                                                    rewrite an Iceberg table's small data files into large ones
   filesink uploads list|abort --sink s3://B/P       show or abort a sink's incomplete uploads
   filesink xa list|commit|rollback --sink mysql://DSN
                                                     show or resolve a MySQL sink's prepared XA branches
@@ -61,6 +63,8 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		err = cmdState(ctx, args[1:], stdout, stderr)
 	case "uploads":
 		err = cmdUploads(ctx, args[1:], stdout, stderr)
+	case "compact":
+		err = cmdCompact(ctx, args[1:], stdout, sig)
 	case "xa":
 		err = cmdXA(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
