@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -514,7 +515,44 @@ func (b *Backend) Sweep(ctx context.Context, namespace string, keep []json.RawMe
 			}
 		}
 	}
-	return swept, nil
+	return swept, b.sweepClaims()
+}
+
+// sweepClaims deletes the temporary files of interrupted claim puts
+// (claims/.tmp-RANDOM-NNNNNNNN.json) whose claim number is taken: their
+// writer died, or lost the claim and fails on its own. A temporary file of
+// a higher number may be a claim being made now and is left.
+func (b *Backend) sweepClaims() error {
+	dir := filepath.Join(b.root, driver.MetaDir, "claims")
+	ents, err := b.fs.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return vfs.WrapPath("localfs: sweep "+dir, err)
+	}
+	number := func(name string) (uint64, bool) {
+		base, ok := strings.CutSuffix(name, ".json")
+		if i := strings.LastIndexByte(base, '-'); i >= 0 {
+			base = base[i+1:]
+		}
+		n, err := strconv.ParseUint(base, 10, 64)
+		return n, ok && err == nil && len(base) == 8
+	}
+	var taken uint64
+	for _, e := range ents {
+		if n, ok := number(e.Name()); ok && !strings.HasPrefix(e.Name(), ".") {
+			taken = max(taken, n)
+		}
+	}
+	for _, e := range ents {
+		if n, ok := number(e.Name()); ok && strings.HasPrefix(e.Name(), tmpPrefix) && n <= taken {
+			if _, err := b.remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // tmpPrefix starts the names of the temporary files of PutMeta and PutFile.

@@ -89,19 +89,23 @@ func TestMetaStore(t *testing.T) {
 }
 
 // TestSweepRemovesInterruptedPuts: the temporary files that a crash left
-// in the middle of PutMeta (this namespace's manifests only) and PutFile
-// (markers) are removed by the sweep.
+// in the middle of PutMeta (this namespace's manifests only, and claims
+// whose number is taken) and PutFile (markers) are removed by the sweep.
 func TestSweepRemovesInterruptedPuts(t *testing.T) {
 	root := t.TempDir()
 	b := New(vfs.OS{}, root)
 	mdir := filepath.Join(root, driver.MetaDir, "manifests")
 	files := map[string]bool{ // name -> removed by Sweep("part-0-")
-		filepath.Join(mdir, ".tmp-0a1b-00000000000000000002-part-0.json"): true,
-		filepath.Join(mdir, ".tmp-0a1c-00000000000000000002-part-1.json"): false, // another writer's
-		filepath.Join(mdir, "00000000000000000001-part-0.json"):           false,
-		filepath.Join(root, "2026-12-01--10", ".tmp-0a1d-_SUCCESS"):       true,
-		filepath.Join(root, "2026-12-01--10", "_SUCCESS"):                 false,
-		filepath.Join(root, "2026-12-01--10", "part-0-r-1.jsonl"):         false,
+		filepath.Join(mdir, ".tmp-0a1b-00000000000000000002-part-0.json"):        true,
+		filepath.Join(mdir, ".tmp-0a1c-00000000000000000002-part-1.json"):        false, // another writer's
+		filepath.Join(mdir, "00000000000000000001-part-0.json"):                  false,
+		filepath.Join(root, "2026-12-01--10", ".tmp-0a1d-_SUCCESS"):              true,
+		filepath.Join(root, "2026-12-01--10", "_SUCCESS"):                        false,
+		filepath.Join(root, "2026-12-01--10", "part-0-r-1.jsonl"):                false,
+		filepath.Join(root, driver.MetaDir, "claims", "00000002.json"):           false,
+		filepath.Join(root, driver.MetaDir, "claims", ".tmp-0a1e-00000002.json"): true,  // lost the claim, or died
+		filepath.Join(root, driver.MetaDir, "claims", ".tmp-0a1f-00000001.json"): true,  // an older one
+		filepath.Join(root, driver.MetaDir, "claims", ".tmp-0a20-00000003.json"): false, // being made now
 	}
 	for name := range files {
 		os.MkdirAll(filepath.Dir(name), 0o755)
