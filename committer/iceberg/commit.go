@@ -200,8 +200,10 @@ func (t *Table) transaction(ctx context.Context, tbl *table.Table, todo []LaneCo
 	props := iceberg.Properties{}
 	var files []iceberg.DataFile
 	for _, l := range todo {
-		lanes[l.Lane] = l.Checkpoint
-		props[propCommitted+t.job+"."+l.Lane] = strconv.FormatUint(l.Checkpoint, 10)
+		// A lane twice (a checkpoint and the next one of its next run,
+		// both waiting): the table holds the later one.
+		lanes[l.Lane] = max(lanes[l.Lane], l.Checkpoint)
+		props[propCommitted+t.job+"."+l.Lane] = strconv.FormatUint(lanes[l.Lane], 10)
 		files = append(files, l.Files...)
 	}
 	summary, err := json.Marshal(lanes)

@@ -62,3 +62,25 @@ func TestConflictingCommitters(t *testing.T) {
 	}
 	e.read(20, 2)
 }
+
+// A lane's checkpoint and its next one in one call, in either order: the
+// table holds the later one, so a commit of either again is a no-op.
+func TestLaneTwiceInOneCommit(t *testing.T) {
+	e := newEnv(t)
+	a := e.file("events/0", 0, 10)
+	b := e.file("events/0", 10, 10)
+	c := ice.NewTable(e.cat, ident, "job1")
+	if _, err := c.Commit(t.Context(), []ice.LaneCommit{
+		{Lane: "events/0", Checkpoint: 2, Files: []iceberg.DataFile{b}},
+		{Lane: "events/0", Checkpoint: 1, Files: []iceberg.DataFile{a}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cp := range []uint64{1, 2} {
+		res, err := c.Commit(t.Context(), []ice.LaneCommit{{Lane: "events/0", Checkpoint: cp, Files: []iceberg.DataFile{a}}})
+		if err != nil || len(res.Skipped) != 1 {
+			t.Errorf("checkpoint %d again: %+v, %v; want it skipped", cp, res, err)
+		}
+	}
+	e.read(20, 1)
+}
