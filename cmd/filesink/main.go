@@ -14,13 +14,14 @@ import (
 )
 
 const usage = `filesink moves records from a replayable source (files, Kafka) into part files,
-S3 objects or MySQL rows, exactly once, or to an HTTP endpoint, at least once
-(with idempotency keys) or at most once.
+S3 objects, Apache Iceberg tables or MySQL rows, exactly once, or to an HTTP
+endpoint, at least once (with idempotency keys) or at most once.
 
 Usage:
   filesink run    --source URI --sink URI [flags]   run a job; after a crash, run it again to resume
   filesink verify --sink URI [--state DIR]          check the output against the checkpoint records
-  filesink state  --state DIR                       print the checkpoint records
+  filesink state  --state DIR                       print the checkpoint records (an Iceberg sink:
+                                                    --sink iceberg://NS.TABLE --warehouse LOCATION)
   filesink compact --sink iceberg://NS.TABLE --warehouse LOCATION
                                                     rewrite an Iceberg table's small data files into large ones
   filesink uploads list|abort --sink s3://B/P       show or abort a sink's incomplete uploads
