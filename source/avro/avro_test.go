@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math/big"
 	"net/http"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/filesink/filesink/filesink/bulk"
+	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/avro"
 )
 
@@ -223,5 +225,46 @@ func TestSchemaDocRefusals(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", schema, err, want)
 		}
+	}
+}
+
+// Through source.Decoded, a value that does not decode is a bad record
+// naming its origin, and the next one decodes.
+func TestDecodedSource(t *testing.T) {
+	fake, reg := registry(t)
+	s := hamba.MustParse(`{"type":"record","name":"R","fields":[{"name":"a","type":"long"}]}`)
+	id, _, err := fake.RegisterSchema("t-value", sr.Schema{Schema: s.String(), Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in bytes.Buffer
+	for _, v := range [][]byte{frame(t, s, id, map[string]any{"a": int64(1)}), []byte("plain"), frame(t, s, id, map[string]any{"a": int64(2)})} {
+		in.Write(v)
+		in.WriteByte('\n')
+	}
+	src, err := source.NewReader(&in, "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := source.Decoded(src, avro.NewDecoder(reg).Values())
+	ctx := context.Background()
+	var got []string
+	for {
+		rec, err := dec.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		var ue *source.UndecodableError
+		if errors.As(err, &ue) {
+			got = append(got, "bad "+ue.Origin.String())
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(rec.Value))
+	}
+	if want := `{"a":1}|bad in:2|{"a":2}`; strings.Join(got, "|") != want {
+		t.Errorf("got %q, want %q", strings.Join(got, "|"), want)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/filesink/filesink/source"
 )
 
 // ErrNotFramed is wrapped by the error of a value without the Confluent
@@ -252,4 +254,20 @@ func appendDecimal(b []byte, raw []byte, scale int) []byte {
 	}
 	b = append(b, s...)
 	return append(b, '"')
+}
+
+// Values returns d as the source package's value decoder (for
+// source.Decoded): values without the header, with an unknown schema id
+// or that do not decode are bad records (source.ErrBadRecord); the
+// registry's own failures are not.
+func (d *Decoder) Values() source.ValueDecoder { return values{d} }
+
+type values struct{ d *Decoder }
+
+func (v values) Decode(ctx context.Context, dst, value []byte) ([]byte, error) {
+	out, _, err := v.d.Decode(ctx, dst, value)
+	if errors.Is(err, ErrNotFramed) || errors.Is(err, ErrUnknownSchema) || errors.Is(err, ErrBadValue) {
+		return dst, fmt.Errorf("%w: %w", source.ErrBadRecord, err)
+	}
+	return out, err
 }
