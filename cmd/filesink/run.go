@@ -293,7 +293,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return err
 	}
 	if spec.Group != "" {
-		warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink})
+		warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
 		return f.runGroup(ctx, spec, set, log, stderr, sig)
 	}
 	var job *job
@@ -310,7 +310,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink})
+	warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
 	return f.run(ctx, job, spec, log, stderr, sig)
 }
 
