@@ -45,8 +45,10 @@ type Sink interface {
 
 // BadRecordSink is implemented by a Sink that can take a record the source
 // could not deliver whole: a line longer than the maximum that a line
-// source skipped (source.WithSkipLongLines). WriteBad gets what the source
-// kept of it (source.LineTooLongError.Head) and the source's error, and
+// source skipped (source.WithSkipLongLines), or a value its decoder
+// refused (source.Decoded). WriteBad gets what the source kept of it
+// (source.LineTooLongError.Head, source.UndecodableError.Value) and the
+// source's error, and
 // sends it to the sink's dead-letter output (filesink.Writer with
 // filesink.WithDeadLetter), exactly once like any record, or returns a
 // *source.BadRecordError when it has none. It is called on the subtask's

@@ -208,27 +208,39 @@ func (rd *reader) lingering() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(rd.stopCtx, linger)
 }
 
-// skipped returns err as a line the source skipped and read past
-// (source.WithSkipLongLines), or nil.
-func skipped(err error) *source.LineTooLongError {
+// skipped returns err as a record the source read past and could not
+// deliver whole (a line longer than the maximum with
+// source.WithSkipLongLines, a value its decoder refused), or nil.
+func skipped(err error) error {
 	var le *source.LineTooLongError
 	if errors.As(err, &le) && le.Skipped {
 		return le
 	}
+	var ue *source.UndecodableError
+	if errors.As(err, &ue) {
+		return ue
+	}
 	return nil
 }
 
-// addBad appends the skipped line le to b as a bad record: what the source
-// kept of it, for the sink's dead-letter output.
-func (rd *reader) addBad(b *batch, le *source.LineTooLongError) error {
+// addBad appends the skipped record of err (see skipped) to b as a bad
+// record: what the source kept of it, for the sink's dead-letter output.
+func (rd *reader) addBad(b *batch, err error) error {
+	var rec source.Record
+	switch e := err.(type) {
+	case *source.LineTooLongError:
+		rec = source.Record{Value: e.Head, Origin: e.Origin}
+	case *source.UndecodableError:
+		rec = source.Record{Value: e.Value, Origin: e.Origin}
+	}
 	n := len(b.ends)
-	if err := rd.add(b, source.Record{Value: le.Head, Origin: le.Origin}); err != nil || len(b.ends) == n {
+	if err := rd.add(b, rec); err != nil || len(b.ends) == n {
 		return err // or dropped: the output holds its dead letter
 	}
 	if b.bad == nil {
 		b.bad = map[int]error{}
 	}
-	b.bad[len(b.ends)-1] = le
+	b.bad[len(b.ends)-1] = err
 	return nil
 }
 

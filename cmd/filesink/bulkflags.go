@@ -20,6 +20,9 @@ type bulkFlags struct {
 	schema, parquetCompression, arrowCompression, rowGroupSize, dictionary, pageSize string
 	unknownFields                                                                    string
 	stats                                                                            bool
+	// doc is the schema document when it comes from a schema registry
+	// (--value-format avro without --schema).
+	doc []byte
 }
 
 func (f *bulkFlags) register(fs *flag.FlagSet) {
@@ -46,12 +49,15 @@ func (f *bulkFlags) format(name string) (filesink.BulkFormat, error) {
 	if !pipeline.IsBulkFormat(name) {
 		return nil, nil
 	}
-	if f.schema == "" {
+	doc := f.doc
+	if f.schema == "" && doc == nil {
 		return nil, usageError("run: --format %s needs --schema FILE (a JSON document {\"fields\": [{\"name\": \"id\", \"type\": \"int64\"}, ...]})", name)
 	}
-	doc, err := os.ReadFile(f.schema)
-	if err != nil {
-		return nil, usageError("run: --schema: %v", err)
+	if f.schema != "" {
+		var err error
+		if doc, err = os.ReadFile(f.schema); err != nil {
+			return nil, usageError("run: --schema: %v", err)
+		}
 	}
 	schema, err := bulk.ParseSchema(doc)
 	if err != nil {

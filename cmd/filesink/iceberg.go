@@ -69,7 +69,9 @@ func icebergIdent(uri string) (table.Identifier, error) {
 // source without one.
 func (f *runFlags) icebergSchema() (*bulk.Schema, error) {
 	doc := []byte(genIcebergSchema)
-	if f.bulk.schema != "" {
+	if f.bulk.doc != nil {
+		doc = f.bulk.doc
+	} else if f.bulk.schema != "" {
 		var err error
 		if doc, err = os.ReadFile(f.bulk.schema); err != nil {
 			return nil, usageError("run: --schema: %v", err)

@@ -21,6 +21,9 @@ import (
 // fingerprint and the bucketing.
 func (f *runFlags) identity(spec *pipeline.Job) (*recovery.Identity, error) {
 	id := &recovery.Identity{Source: sourceIdentity(f.source)}
+	if f.value.format == "avro" {
+		id.Source += " values=avro"
+	}
 	if spec.Group != "" {
 		// A job in group mode and one process on the same topics are two
 		// jobs: their states must never mix.

@@ -221,6 +221,7 @@ var enumFlags = map[string]struct {
 	"parquet-dictionary":  {[]string{"--format", "parquet"}, "auto, on or off"},
 	"arrow-compression":   {[]string{"--format", "arrow"}, "none, lz4 or zstd"},
 	"allow-change":        {nil, "one or more of source, sink, format, schema and bucketing, separated by commas"},
+	"value-format":        {nil, "raw or avro"},
 }
 
 // TestEnumFlagsRefused: a word a flag does not take is refused in one line

@@ -60,6 +60,9 @@ Sources:
                          --bounded stops at the end offsets seen at the first start; TLS: tls=true,
                          tls_ca=FILE...; SASL: sasl=plain|scram-sha-256|scram-sha-512 with
                          sasl_user=U&sasl_password_file=FILE (a password in the URI shows in ps)
+                         --value-format avro --schema-registry URL: Avro values in the Confluent
+                         wire format, decoded with the registry's schemas (the bulk formats and
+                         Iceberg take their columns from the topic's TOPIC-value subject)
   -                      stdin; NOT replayable: after a crash, records read since the
                          last checkpoint are lost (the others are exactly once)
 Sinks:
@@ -144,15 +147,17 @@ type runFlags struct {
 	mysql                                                        mysqlFlags
 	http                                                         httpFlags
 	iceberg                                                      icebergFlags
+	value                                                        valueFlags
 	guarantee                                                    string
 	group                                                        groupFlags
 	allowChange                                                  string
 	resumeFromOutput                                             bool
 	config, metricsAddr                                          string
 
-	cmdline    map[string]bool  // the flags given on the command line
-	icebergJob *icebergJob      // group mode: the open catalog of an iceberg:// sink
-	metrics    *metrics.Metrics // nil without --metrics-addr
+	cmdline    map[string]bool     // the flags given on the command line
+	icebergJob *icebergJob         // group mode: the open catalog of an iceberg:// sink
+	valueDec   source.ValueDecoder // --value-format avro: the records' decoder (nil: raw values)
+	metrics    *metrics.Metrics    // nil without --metrics-addr
 }
 
 // register defines the run flags on fs.
@@ -201,6 +206,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.mysql.register(fs)
 	f.http.register(fs)
 	f.iceberg.register(fs)
+	f.value.register(fs)
 	enumVar(fs, &f.guarantee, "guarantee", "", "delivery `GUARANTEE`: exactly-once (file, s3, mysql sinks: the default), at-least-once (file and s3 sinks: parts published as they roll; http sinks: the default) or at-most-once (http sinks)",
 		pipeline.ExactlyOnce, pipeline.AtLeastOnce, pipeline.AtMostOnce)
 	enumListVar(fs, &f.allowChange, "allow-change", "go on although the job differs from the one its state records in these `FIELDS` "+
@@ -283,8 +289,11 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err := spec.Validate(); err != nil {
 		return specError(err)
 	}
+	if err := f.values(ctx, spec); err != nil {
+		return err
+	}
 	if spec.Group != "" {
-		warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink})
+		warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
 		return f.runGroup(ctx, spec, set, log, stderr, sig)
 	}
 	var job *job
@@ -301,7 +310,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink})
+	warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
 	return f.run(ctx, job, spec, log, stderr, sig)
 }
 
@@ -549,10 +558,17 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 			if err != nil {
 				return nil, err
 			}
+			var src source.Source = s
 			if f.metrics != nil {
-				return f.metrics.WrapKafka(s), nil
+				src = f.metrics.WrapKafka(s)
 			}
-			return s, nil
+			if f.valueDec != nil {
+				src = source.Decoded(src, f.valueDec)
+			}
+			return src, nil
+		}
+		if f.valueDec != nil {
+			j.replayer = source.DecodedReplayer(j.replayer, f.valueDec)
 		}
 	} else {
 		if p, ok := source.LocalPath(srcURI); ok {

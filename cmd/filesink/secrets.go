@@ -36,7 +36,7 @@ func hasPassword(uri string) bool {
 // cmd given on the command line (cmdline) whose value (values: flag name
 // -> value) carries a password, saying where to put it instead.
 func warnPasswords(w io.Writer, cmd string, cmdline map[string]bool, values map[string]string) {
-	for _, name := range []string{"source", "sink"} {
+	for _, name := range []string{"source", "sink", "schema-registry"} {
 		v, ok := values[name]
 		if !ok || !cmdline[name] || !hasPassword(v) {
 			continue

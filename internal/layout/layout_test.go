@@ -30,6 +30,7 @@ var layers = map[string]int{
 	"vfs/crashfs":       1,
 	"vfs/errorfs":       1,
 	"source/kafka":      1,
+	"source/avro":       1,
 	// The checkpoint store and records.
 	"recovery": 2,
 	// The two-phase protocol.

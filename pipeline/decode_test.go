@@ -1,0 +1,83 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/filesink/filesink/committer/localfs"
+	"github.com/filesink/filesink/filesink"
+	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/vfs"
+)
+
+// hexDecoder decodes "v:N" into {"id":N}; anything else is a bad record.
+type hexDecoder struct{}
+
+func (hexDecoder) Decode(_ context.Context, dst, value []byte) ([]byte, error) {
+	n, ok := strings.CutPrefix(string(value), "v:")
+	if !ok {
+		return dst, fmt.Errorf("%w: no v: prefix", source.ErrBadRecord)
+	}
+	return fmt.Appendf(dst, `{"id":%s}`, n), nil
+}
+
+// Values a decoder refuses go to the dead-letter output exactly once, in
+// their place, with the value as read; the decoded records go to the
+// part files; without a dead-letter output the run stops naming the record.
+func TestRunDecodedSource(t *testing.T) {
+	ctx := context.Background()
+	const count = 100
+	var in []string
+	for i := range count {
+		v := fmt.Sprintf("v:%d", i)
+		if i%10 == 7 {
+			v = fmt.Sprintf("garbage-%d", i)
+		}
+		in = append(in, v)
+	}
+	open := func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
+		src, err := lines("in/a.bin", in)(ctx, pos)
+		if err != nil {
+			return nil, err
+		}
+		return source.Decoded(src, hexDecoder{}), nil
+	}
+
+	e, mem := memEnv(t)
+	if _, err := pipeline.Run(ctx, e.config(e.sinks(t, 1), open)); !errors.Is(err, source.ErrBadRecord) || !strings.Contains(err.Error(), "in/a.bin:8") {
+		t.Fatalf("without a dead-letter output: %v, want a bad record naming in/a.bin:8", err)
+	}
+
+	e, mem = memEnv(t)
+	dead := localfs.New(mem, e.root+"/_dead-letter")
+	res, err := pipeline.Run(ctx, e.config(e.sinks(t, 1, filesink.WithDeadLetter(dead)), open))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var good, bad int
+	for _, data := range visible(t, e) {
+		good += strings.Count(data, `{"id":`)
+	}
+	ents, err := mem.ReadDir(e.root + "/_dead-letter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ents {
+		if d.IsDir() || d.Name()[0] == '.' || d.Name()[0] == '_' {
+			continue
+		}
+		data, err := vfs.ReadFile(mem, e.root+"/_dead-letter/"+d.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad += strings.Count(string(data), "garbage-")
+	}
+	if good != 90 || bad != 10 {
+		t.Errorf("%d decoded records in part files and %d dead letters, want 90 and 10 (result %+v)", good, bad, res)
+	}
+}

@@ -1,0 +1,273 @@
+package avro
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hamba/avro/v2"
+
+	"github.com/filesink/filesink/source"
+)
+
+// ErrNotFramed is wrapped by the error of a value without the Confluent
+// wire format's header (a zero magic byte and a schema id).
+var ErrNotFramed = errors.New("not in the Confluent wire format (magic byte 0, 4-byte schema id)")
+
+// ErrBadValue is wrapped by the error of a value whose body does not
+// decode with the schema its header names.
+var ErrBadValue = errors.New("the value does not decode with its schema")
+
+// Decoder decodes Confluent-framed Avro values into JSON objects. It is
+// safe for concurrent use (each call has its own reader).
+type Decoder struct {
+	reg *Registry
+}
+
+// NewDecoder returns a decoder of the values whose schemas reg holds.
+func NewDecoder(reg *Registry) *Decoder { return &Decoder{reg: reg} }
+
+// Decode appends the JSON of value to dst and returns it with the schema
+// id of value. A nil error means the whole body decoded with its schema.
+// A value without the header wraps ErrNotFramed, one whose schema id the
+// registry does not have ErrUnknownSchema, one that does not decode
+// ErrBadValue: the record is bad. Any other error is the registry's (it
+// could not be asked) and says nothing of the record.
+func (d *Decoder) Decode(ctx context.Context, dst, value []byte) ([]byte, int, error) {
+	if len(value) < 5 || value[0] != 0 {
+		return dst, 0, ErrNotFramed
+	}
+	id := int(binary.BigEndian.Uint32(value[1:5]))
+	s, err := d.reg.Schema(ctx, id)
+	if err != nil {
+		return dst, id, err
+	}
+	out, err := AppendJSON(dst, s, value[5:])
+	if err != nil {
+		return dst, id, fmt.Errorf("%w (schema %d): %v", ErrBadValue, id, err)
+	}
+	return out, id, nil
+}
+
+// AppendJSON appends the JSON of the Avro binary body of schema s to dst.
+// A nil error means every byte of body was read.
+func AppendJSON(dst []byte, s avro.Schema, body []byte) ([]byte, error) {
+	r := avro.NewReader(nil, 0).Reset(body)
+	out := appendValue(dst, r, s)
+	if r.Error != nil {
+		return dst, r.Error
+	}
+	r.Peek() // io.EOF when the body is all read
+	if !errors.Is(r.Error, io.EOF) {
+		return dst, errors.New("bytes left after the value")
+	}
+	return out, nil
+}
+
+// appendValue appends the JSON of one value of s read from r; r.Error
+// holds a failure.
+func appendValue(b []byte, r *avro.Reader, s avro.Schema) []byte {
+	if r.Error != nil {
+		return b
+	}
+	switch s := s.(type) {
+	case *avro.RefSchema:
+		return appendValue(b, r, s.Schema())
+	case *avro.NullSchema:
+		return append(b, "null"...)
+	case *avro.PrimitiveSchema:
+		return appendPrimitive(b, r, s)
+	case *avro.RecordSchema:
+		b = append(b, '{')
+		for i, f := range s.Fields() {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendQuote(b, f.Name())
+			b = append(b, ':')
+			b = appendValue(b, r, f.Type())
+		}
+		return append(b, '}')
+	case *avro.EnumSchema:
+		i := int(r.ReadInt())
+		if i < 0 || i >= len(s.Symbols()) {
+			r.ReportError("enum "+s.FullName(), fmt.Sprintf("symbol %d of %d", i, len(s.Symbols())))
+			return b
+		}
+		return strconv.AppendQuote(b, s.Symbols()[i])
+	case *avro.ArraySchema:
+		return appendBlocks(b, r, '[', ']', func(b []byte) []byte { return appendValue(b, r, s.Items()) })
+	case *avro.MapSchema:
+		return appendBlocks(b, r, '{', '}', func(b []byte) []byte {
+			b = appendString(b, r.ReadString())
+			return appendValue(append(b, ':'), r, s.Values())
+		})
+	case *avro.UnionSchema:
+		i := int(r.ReadLong())
+		if i < 0 || i >= len(s.Types()) {
+			r.ReportError("union", fmt.Sprintf("branch %d of %d", i, len(s.Types())))
+			return b
+		}
+		return appendValue(b, r, s.Types()[i])
+	case *avro.FixedSchema:
+		raw := make([]byte, s.Size())
+		r.Read(raw)
+		if ls, ok := s.Logical().(*avro.DecimalLogicalSchema); ok {
+			return appendDecimal(b, raw, ls.Scale())
+		}
+		return appendBase64(b, raw)
+	}
+	r.ReportError("decode", "unsupported schema "+string(s.Type()))
+	return b
+}
+
+// appendBlocks appends an array or map's blocks between open and close,
+// each item by item.
+func appendBlocks(b []byte, r *avro.Reader, open, close byte, item func([]byte) []byte) []byte {
+	b = append(b, open)
+	first := true
+	for r.Error == nil {
+		n, _ := r.ReadBlockHeader()
+		if n == 0 {
+			break
+		}
+		for range n {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = item(b)
+			if r.Error != nil {
+				return b
+			}
+		}
+	}
+	return append(b, close)
+}
+
+func appendPrimitive(b []byte, r *avro.Reader, s *avro.PrimitiveSchema) []byte {
+	var lt avro.LogicalType
+	if ls := s.Logical(); ls != nil {
+		lt = ls.Type()
+	}
+	switch s.Type() {
+	case avro.Null:
+		return append(b, "null"...)
+	case avro.Boolean:
+		return strconv.AppendBool(b, r.ReadBool())
+	case avro.Int:
+		v := r.ReadInt()
+		if lt == avro.Date {
+			return appendTime(b, time.Unix(int64(v)*86400, 0), "2006-01-02")
+		}
+		return strconv.AppendInt(b, int64(v), 10)
+	case avro.Long:
+		v := r.ReadLong()
+		switch lt {
+		case avro.TimestampMillis, avro.LocalTimestampMillis:
+			return appendTime(b, time.UnixMilli(v), time.RFC3339Nano)
+		case avro.TimestampMicros, avro.LocalTimestampMicros:
+			return appendTime(b, time.UnixMicro(v), time.RFC3339Nano)
+		}
+		return strconv.AppendInt(b, v, 10)
+	case avro.Float:
+		return appendFloat(b, float64(r.ReadFloat()), 32)
+	case avro.Double:
+		return appendFloat(b, r.ReadDouble(), 64)
+	case avro.String:
+		return appendString(b, r.ReadString())
+	case avro.Bytes:
+		raw := r.ReadBytes()
+		if ls, ok := s.Logical().(*avro.DecimalLogicalSchema); ok {
+			return appendDecimal(b, raw, ls.Scale())
+		}
+		return appendBase64(b, raw)
+	}
+	r.ReportError("decode", "unsupported type "+string(s.Type()))
+	return b
+}
+
+func appendTime(b []byte, t time.Time, layout string) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, layout)
+	return append(b, '"')
+}
+
+// appendFloat appends f as a JSON number, NaN and the infinities as the
+// strings Avro's JSON encoding uses.
+func appendFloat(b []byte, f float64, bits int) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(b, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(b, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(b, `"-Infinity"`...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, bits)
+}
+
+// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD
+// (strconv's quoting escapes it otherwise).
+func appendString(b []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = string([]rune(s))
+	}
+	return strconv.AppendQuote(b, s)
+}
+
+func appendBase64(b []byte, raw []byte) []byte {
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, raw)
+	return append(b, '"')
+}
+
+// appendDecimal appends the two's-complement big-endian unscaled value
+// raw with scale digits after the point, as a JSON string.
+func appendDecimal(b []byte, raw []byte, scale int) []byte {
+	n := new(big.Int).SetBytes(raw)
+	if len(raw) > 0 && raw[0]&0x80 != 0 {
+		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(len(raw))*8))
+	}
+	s := n.String()
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	if scale > 0 {
+		for len(s) <= scale {
+			s = "0" + s
+		}
+		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
+	}
+	b = append(b, '"')
+	if neg {
+		b = append(b, '-')
+	}
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// Values returns d as the source package's value decoder (for
+// source.Decoded): values without the header, with an unknown schema id
+// or that do not decode are bad records (source.ErrBadRecord); the
+// registry's own failures are not.
+func (d *Decoder) Values() source.ValueDecoder { return values{d} }
+
+type values struct{ d *Decoder }
+
+func (v values) Decode(ctx context.Context, dst, value []byte) ([]byte, error) {
+	out, _, err := v.d.Decode(ctx, dst, value)
+	if errors.Is(err, ErrNotFramed) || errors.Is(err, ErrUnknownSchema) || errors.Is(err, ErrBadValue) {
+		return dst, fmt.Errorf("%w: %w", source.ErrBadRecord, err)
+	}
+	return out, err
+}

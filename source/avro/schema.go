@@ -1,0 +1,153 @@
+package avro
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/hamba/avro/v2"
+)
+
+// docField is a field of the bulk formats' schema document (the --schema
+// file; filesink/bulk.Field, which this package cannot import).
+type docField struct {
+	Name     string     `json:"name"`
+	Type     string     `json:"type"`
+	Nullable bool       `json:"nullable"`
+	Fields   []docField `json:"fields,omitempty"`
+}
+
+// SchemaDoc returns the bulk formats' schema document ({"fields": [...]})
+// of the records of s, a record schema, for the JSON Decode writes:
+// boolean, int, long, float, double, string, bytes and fixed map to bool,
+// int32, int64, float32, float64, string and binary; enums and uuids to
+// string; records to struct; arrays to list; a union of null and one type
+// to that type, nullable; date to date; decimal(P,S) to decimal(P,S);
+// timestamp-millis and local-timestamp-millis to timestamp_ms (or
+// timestampUnit, "us" for an Iceberg table: the values are RFC 3339
+// strings either way), the micros ones to timestamp_us; time-millis and
+// time-micros to int32 and int64. A map, a union of several non-null
+// types or a duration has no column type: the error names the field.
+func SchemaDoc(s avro.Schema, timestampUnit string) ([]byte, error) {
+	rec, ok := deref(s).(*avro.RecordSchema)
+	if !ok {
+		return nil, fmt.Errorf("the value schema is %s, not a record: a record's fields make the columns", s.Type())
+	}
+	m := mapper{tsUnit: timestampUnit}
+	fields, err := m.fields("", rec)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		Fields []docField `json:"fields"`
+	}{fields})
+}
+
+func deref(s avro.Schema) avro.Schema {
+	if r, ok := s.(*avro.RefSchema); ok {
+		return r.Schema()
+	}
+	return s
+}
+
+type mapper struct{ tsUnit string }
+
+func (m mapper) fields(prefix string, rec *avro.RecordSchema) ([]docField, error) {
+	out := make([]docField, 0, len(rec.Fields()))
+	for _, f := range rec.Fields() {
+		df, err := m.field(prefix+f.Name(), f.Name(), f.Type())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, df)
+	}
+	return out, nil
+}
+
+// field maps the field path (name for the document) of schema s.
+func (m mapper) field(path, name string, s avro.Schema) (docField, error) {
+	f := docField{Name: name}
+	s = deref(s)
+	if u, ok := s.(*avro.UnionSchema); ok {
+		var other []avro.Schema
+		for _, t := range u.Types() {
+			if t.Type() == avro.Null {
+				f.Nullable = true
+			} else {
+				other = append(other, t)
+			}
+		}
+		if len(other) != 1 {
+			return f, fmt.Errorf("field %s: a union of %d non-null types has no column type (only a union of null and one type does)", path, len(other))
+		}
+		s = deref(other[0])
+	}
+	var err error
+	switch s := s.(type) {
+	case *avro.RecordSchema:
+		f.Type = "struct"
+		f.Fields, err = m.fields(path+".", s)
+	case *avro.ArraySchema:
+		var e docField
+		if e, err = m.field(path+"[]", "element", s.Items()); err == nil {
+			f.Type, f.Fields = "list<"+e.Type+">", e.Fields
+		}
+	default:
+		f.Type, err = m.scalar(path, s)
+	}
+	return f, err
+}
+
+// scalar maps a type with no fields.
+func (m mapper) scalar(path string, s avro.Schema) (string, error) {
+	switch s := s.(type) {
+	case *avro.EnumSchema:
+		return "string", nil
+	case *avro.FixedSchema:
+		if ls, ok := s.Logical().(*avro.DecimalLogicalSchema); ok {
+			return fmt.Sprintf("decimal(%d,%d)", ls.Precision(), ls.Scale()), nil
+		}
+		if s.Logical() != nil {
+			return "", fmt.Errorf("field %s: fixed with logical type %s has no column type", path, s.Logical().Type())
+		}
+		return "binary", nil
+	case *avro.PrimitiveSchema:
+		return m.primitive(path, s)
+	}
+	return "", fmt.Errorf("field %s: an Avro %s has no column type in the bulk formats", path, s.Type())
+}
+
+func (m mapper) primitive(path string, s *avro.PrimitiveSchema) (string, error) {
+	if ls := s.Logical(); ls != nil {
+		switch ls.Type() {
+		case avro.Date:
+			return "date", nil
+		case avro.TimestampMillis, avro.LocalTimestampMillis:
+			if m.tsUnit != "" {
+				return "timestamp_" + m.tsUnit, nil
+			}
+			return "timestamp_ms", nil
+		case avro.TimestampMicros, avro.LocalTimestampMicros:
+			return "timestamp_us", nil
+		case avro.Decimal:
+			d := ls.(*avro.DecimalLogicalSchema)
+			return fmt.Sprintf("decimal(%d,%d)", d.Precision(), d.Scale()), nil
+		}
+	}
+	switch s.Type() {
+	case avro.Boolean:
+		return "bool", nil
+	case avro.Int:
+		return "int32", nil
+	case avro.Long:
+		return "int64", nil
+	case avro.Float:
+		return "float32", nil
+	case avro.Double:
+		return "float64", nil
+	case avro.String:
+		return "string", nil
+	case avro.Bytes:
+		return "binary", nil
+	}
+	return "", fmt.Errorf("field %s: an Avro %s has no column type", path, s.Type())
+}
