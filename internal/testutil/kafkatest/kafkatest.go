@@ -278,7 +278,7 @@ func (x *Txn) end(ctx context.Context, how kgo.TransactionEndTry) error {
 }
 
 // markerWait bounds how long ending a transaction waits for its markers.
-const markerWait = 10 * time.Second
+const markerWait = 2 * time.Second
 
 type topicPartition struct {
 	Topic     string
