@@ -267,7 +267,7 @@ func Hive(names ...string) Assigner {
 	for _, n := range names {
 		f := newFieldPath(n)
 		a.fields = append(a.fields, f)
-		a.prefixes = append(a.prefixes, hiveEscape(n)+"=")
+		a.prefixes = append(a.prefixes, HiveEscape(n)+"=")
 		switch {
 		case a.err != nil:
 		case f.err != nil:
@@ -275,7 +275,7 @@ func Hive(names ...string) Assigner {
 		case seen[n]:
 			a.err = specError("duplicate Hive partition name " + strconv.Quote(n))
 		default:
-			if _, err := Sanitize(hiveEscape(n) + "=x"); err != nil {
+			if _, err := Sanitize(HiveEscape(n) + "=x"); err != nil {
 				a.err = specError("Hive partition name " + strconv.Quote(n) + " does not make a valid bucket path: " + err.(*InvalidBucketError).detail())
 			}
 		}
@@ -349,10 +349,38 @@ func hiveEscaped(r rune) bool {
 	return false
 }
 
-func hiveEscape(s string) string {
+// HiveEscape escapes s as Hive's escapePathName does, the way Hive
+// writes partition names and values into a directory name (see Hive).
+func HiveEscape(s string) string {
 	var b strings.Builder
 	hiveEscapeTo(&b, s)
 	return b.String()
+}
+
+// HiveUnescape reads back a name or value HiveEscape escaped: each %XX is
+// the code point XX (below 0x100). A nil error means every escape was
+// whole and hexadecimal.
+func HiveUnescape(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", fmt.Errorf("%q: a %% escape is cut short", s)
+		}
+		n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("%q: bad %% escape %q", s, s[i:i+3])
+		}
+		b.WriteRune(rune(n))
+		i += 2
+	}
+	return b.String(), nil
 }
 
 func hiveEscapeTo(b *strings.Builder, s string) {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/filesink/filesink/internal/testutil/icebergrest"
 	"github.com/filesink/filesink/internal/testutil/icebergtest"
@@ -74,6 +73,14 @@ func TestIcebergEmbedded(t *testing.T) {
 	st := mustRun(t, "state", "--sink", "iceberg://demo.events", "--warehouse", wh)
 	if want := fmt.Sprintf("lane filesink/0: checkpoint %d", last); !strings.Contains(st.stdout, want) {
 		t.Errorf("state does not show %q:\n%s", want, st.stdout)
+	}
+	// A mistyped warehouse is refused, and no empty catalog is made there.
+	typo := filepath.Join(t.TempDir(), "lakes")
+	if r := cli(t, "verify", "--sink", "iceberg://demo.events", "--warehouse", typo); r.code != 2 || !strings.Contains(r.stderr, "no embedded catalog") {
+		t.Errorf("verify of a mistyped warehouse: %v", r)
+	}
+	if _, err := os.Stat(typo); !os.IsNotExist(err) {
+		t.Errorf("verify of a mistyped warehouse made %s (%v)", typo, err)
 	}
 	// A live data file lost from the warehouse is a violation naming it.
 	lost := strings.TrimPrefix(tbl.Files[0].Path, "file://")
@@ -183,20 +190,15 @@ func TestIcebergMistakes(t *testing.T) {
 	}
 }
 
-// A REST catalog that loses the replies of applied commits (503, a
-// dropped connection) and answers 409 to another: the run still puts
-// every checkpoint in the table once.
+// A REST catalog that answers 409 to a commit and loses the replies of
+// two applied ones (503): the run still puts every checkpoint in the
+// table once.
 func TestIcebergRESTCatalog(t *testing.T) {
 	srv := icebergrest.New(t)
-	srv.FailAfterApply(1, 503)
+	srv.Conflict(1)
+	srv.FailAfterApply(2, 503)
 	args := []string{"run", "--source", "gen://?count=20000", "--sink", "iceberg://demo.events", "--warehouse", srv.Warehouse(),
 		"--catalog", srv.URL(), "--checkpoint-records", "4000"}
-	go func() {
-		// Later commits: one conflict, one dropped connection.
-		time.Sleep(100 * time.Millisecond)
-		srv.Conflict(1)
-		srv.FailAfterApply(1, icebergrest.DropConnection)
-	}()
 	mustRun(t, args...)
 	dir := filepath.Join(strings.TrimPrefix(srv.Warehouse(), "file://"), "demo.db", "events")
 	loc, err := icebergtest.Latest(dir)
@@ -217,7 +219,7 @@ func TestIcebergRESTCatalog(t *testing.T) {
 	}
 	c := srv.Counts()
 	t.Logf("%d snapshots; commits %+v", len(tbl.Snapshots), c)
-	if c.Lost < 1 || len(tbl.Snapshots) != int(c.Applied) {
-		t.Errorf("commits %+v, %d snapshots: want a lost reply and one snapshot per applied commit", c, len(tbl.Snapshots))
+	if c.Conflicts != 1 || c.Lost != 2 || len(tbl.Snapshots) != c.Applied {
+		t.Errorf("commits %+v, %d snapshots: want the conflict, both lost replies and one snapshot per applied commit", c, len(tbl.Snapshots))
 	}
 }

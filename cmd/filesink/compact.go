@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	icecommit "github.com/filesink/filesink/committer/iceberg"
@@ -68,25 +65,7 @@ func parseCompact(args []string, stdout io.Writer) (*compactArgs, error) {
 		return nil, usageError("compact: --target-size %q: want a positive size such as 128MiB", a.targetSize)
 	}
 	a.target = n
-	if err := embeddedCatalogThere(a.iceberg); err != nil {
-		return nil, err
-	}
 	return a, nil
-}
-
-// embeddedCatalogThere refuses a local warehouse without the embedded
-// catalog when no --catalog is given: opening it would make an empty one
-// where a mistyped path points.
-func embeddedCatalogThere(f icebergFlags) error {
-	wh := f.warehouse
-	if f.catalog != "" || (strings.Contains(wh, "://") && !strings.HasPrefix(wh, "file://")) {
-		return nil
-	}
-	db := filepath.Join(strings.TrimPrefix(wh, "file://"), icecommit.EmbeddedCatalogFile)
-	if _, err := os.Stat(db); errors.Is(err, iofs.ErrNotExist) {
-		return usageError("compact: --warehouse %s: no embedded catalog %s there; give the warehouse the job wrote to, or its --catalog", wh, db)
-	}
-	return nil
 }
 
 // cmdCompact runs the compact command; a signal on sig stops it as a
@@ -107,13 +86,12 @@ func cmdCompact(ctx context.Context, args []string, stdout io.Writer, sig <-chan
 		}
 	}()
 	ident, _ := icebergIdent(a.sink)
-	props, err := a.s3.icebergProps(a.iceberg.warehouse)
-	if err != nil {
-		return inCommand("compact", err)
+	if err := embeddedCatalogThere("compact", &a.iceberg); err != nil {
+		return err
 	}
-	cat, err := icecommit.OpenCatalog(ctx, a.iceberg.catalog, a.iceberg.warehouse, props)
+	cat, err := openIcebergCatalog(ctx, "compact", &a.iceberg, &a.s3)
 	if err != nil {
-		return inCommand("compact", err)
+		return err
 	}
 	defer cat.Close()
 	res, err := icecommit.Compact(ctx, cat, ident, icecommit.CompactOptions{TargetSize: a.target})

@@ -137,26 +137,17 @@ func (f *runFlags) setupIceberg(ctx context.Context) (ij *icebergJob, l *layout,
 	if l, err = f.icebergLayout(ij, doc, part); err != nil {
 		return nil, nil, err
 	}
-	loc := strings.TrimSuffix(ij.table.Location(), "/")
-	if p, ok := strings.CutPrefix(loc, "file://"); ok {
-		f.sink = p
-	} else if isS3(loc) {
-		f.sink = loc
-	} else {
-		return nil, nil, inCommand("run", fmt.Errorf("iceberg: table %s is at %s: filesink writes tables on a local disk or S3", ij.committer.Table(), loc))
+	if f.sink, err = tableSink(ij.table); err != nil {
+		return nil, nil, inCommand("run", err)
 	}
 	return ij, l, nil
 }
 
 // openIceberg opens the catalog and makes or checks the table.
 func (f *runFlags) openIceberg(ctx context.Context, ident table.Identifier, want *iceberg.Schema, part icebergsink.Partitioning, spec iceberg.PartitionSpec) (*icebergJob, error) {
-	props, err := f.s3.icebergProps(f.iceberg.warehouse)
+	cat, err := openIcebergCatalog(ctx, "run", &f.iceberg, &f.s3)
 	if err != nil {
 		return nil, err
-	}
-	cat, err := icecommit.OpenCatalog(ctx, f.iceberg.catalog, f.iceberg.warehouse, props)
-	if err != nil {
-		return nil, inCommand("run", err)
 	}
 	err = f.evolveIceberg(ctx, cat, ident, want)
 	var tbl *table.Table

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,21 +21,36 @@ import (
 	"github.com/filesink/filesink/recovery"
 )
 
-// openIcebergTable opens the catalog of an iceberg:// sink and loads its
-// table (it makes nothing); the caller closes the catalog. cmd names the
-// command for messages.
+// openIcebergCatalog opens the --catalog of an iceberg:// sink for its
+// --warehouse, with the S3 flags' endpoint for an s3:// one. cmd names
+// the command for messages.
+func openIcebergCatalog(ctx context.Context, cmd string, f *icebergFlags, s3f *s3Flags) (*icecommit.Catalog, error) {
+	props, err := s3f.icebergProps(f.warehouse)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := icecommit.OpenCatalog(ctx, f.catalog, f.warehouse, props)
+	if err != nil {
+		return nil, inCommand(cmd, err)
+	}
+	return cat, nil
+}
+
+// openIcebergTable opens the catalog of an existing iceberg:// sink and
+// loads its table; it makes nothing (a local warehouse without the
+// embedded catalog, when no --catalog is given, is refused rather than
+// given an empty one). The caller closes the catalog.
 func openIcebergTable(ctx context.Context, cmd, sink string, f *icebergFlags, s3f *s3Flags) (*icecommit.Catalog, *table.Table, error) {
 	ident, err := icebergIdent(sink)
 	if err != nil {
 		return nil, nil, err
 	}
-	props, err := s3f.icebergProps(f.warehouse)
-	if err != nil {
+	if err := embeddedCatalogThere(cmd, f); err != nil {
 		return nil, nil, err
 	}
-	cat, err := icecommit.OpenCatalog(ctx, f.catalog, f.warehouse, props)
+	cat, err := openIcebergCatalog(ctx, cmd, f, s3f)
 	if err != nil {
-		return nil, nil, inCommand(cmd, err)
+		return nil, nil, err
 	}
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err != nil {
@@ -45,12 +63,40 @@ func openIcebergTable(ctx context.Context, cmd, sink string, f *icebergFlags, s3
 	return cat, tbl, nil
 }
 
+// embeddedCatalogThere refuses a local warehouse without the embedded
+// catalog when no --catalog is given: opening it would make an empty one
+// where a mistyped path points.
+func embeddedCatalogThere(cmd string, f *icebergFlags) error {
+	wh := f.warehouse
+	if f.catalog != "" || (strings.Contains(wh, "://") && !strings.HasPrefix(wh, "file://")) {
+		return nil
+	}
+	db := filepath.Join(strings.TrimPrefix(wh, "file://"), icecommit.EmbeddedCatalogFile)
+	if _, err := os.Stat(db); errors.Is(err, iofs.ErrNotExist) {
+		return usageError("%s: --warehouse %s: no embedded catalog %s there; give the warehouse the job wrote to, or its --catalog", cmd, wh, db)
+	}
+	return nil
+}
+
+// tableSink is the file sink output of a table location: a local path for
+// file://, the s3:// location as it is.
+func tableSink(tbl *table.Table) (string, error) {
+	loc := strings.TrimSuffix(tbl.Location(), "/")
+	if p, ok := strings.CutPrefix(loc, "file://"); ok {
+		return p, nil
+	}
+	if isS3(loc) {
+		return loc, nil
+	}
+	return "", fmt.Errorf("iceberg: table %s is at %s: filesink writes tables on a local disk or S3", strings.Join(tbl.Identifier(), "."), loc)
+}
+
 // tableTarget opens the table location as a file sink output (its data
 // files, manifests and default state).
 func tableTarget(ctx context.Context, tbl *table.Table, s3f *s3Flags) (*target, error) {
-	loc := strings.TrimSuffix(tbl.Location(), "/")
-	if p, ok := strings.CutPrefix(loc, "file://"); ok {
-		loc = p
+	loc, err := tableSink(tbl)
+	if err != nil {
+		return nil, err
 	}
 	return openTarget(ctx, loc, s3f, slog.New(slog.DiscardHandler), false)
 }
@@ -65,15 +111,15 @@ func stateJobID(ctx context.Context, store recovery.Store, stateURI string) (str
 }
 
 // manifestLane is the lane of a commit manifest's writer name:
-// PREFIX-N (subtask N) is lane filesink/N, PREFIX-TOPIC.PARTITION (a
-// group lane) is TOPIC/PARTITION.
+// PREFIX-N (subtask N) is lane filesink/N (filesink.ParticipantName), and
+// PREFIX-TOPIC.PARTITION (a group lane) is TOPIC/PARTITION.
 func manifestLane(writer string) string {
 	_, rest, ok := strings.Cut(writer, "-")
 	if !ok {
 		return writer
 	}
-	if _, err := strconv.Atoi(rest); err == nil {
-		return filesink.ParticipantName(0)[:len("filesink/")] + rest
+	if n, err := strconv.Atoi(rest); err == nil {
+		return filesink.ParticipantName(n)
 	}
 	if i := strings.LastIndex(rest, "."); i > 0 {
 		return rest[:i] + "/" + rest[i+1:]

@@ -26,10 +26,10 @@ type Committer struct {
 	cat   table.CatalogIO
 	ident table.Identifier
 	part  Partitioning
+	meta  *table.Table // the table at the start: specs and schema of the data files
 
 	mu      sync.Mutex
 	table   *icecommit.Table
-	meta    *table.Table // specs and schema of the data files' records
 	waiting []*request
 	running bool
 
@@ -192,9 +192,7 @@ func (c *Committer) append(ctx context.Context, t *icecommit.Table, batch []*req
 
 // dataFile returns the Iceberg data file of a published file.
 func (c *Committer) dataFile(f filesink.ManifestFile) (iceberg.DataFile, error) {
-	c.mu.Lock()
 	meta := c.meta
-	c.mu.Unlock()
 	spec := meta.Spec()
 	values, err := c.part.Values(f.Path, spec, meta.Schema())
 	if err != nil {

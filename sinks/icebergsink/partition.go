@@ -144,14 +144,18 @@ func (p Partitioning) Assigner(typ iceberg.Type) bucketing.Assigner {
 		return bucketing.Func(func([]byte, time.Time) (string, error) { return DataDir, nil })
 	case Identity:
 		h := bucketing.Hive(p.Column)
-		cut := len(escapeName(p.Column)) + 1
+		cut := len(bucketing.HiveEscape(p.Column)) + 1
 		return bucketing.Func(func(rec []byte, now time.Time) (string, error) {
 			b, err := h.Bucket(rec, now)
 			if err != nil {
 				return "", err
 			}
-			if _, err := p.value(b[cut:], typ); err != nil {
-				return "", &bucketing.FieldError{Field: p.Column, Reason: err.Error()}
+			if _, isString := typ.(iceberg.StringType); !isString {
+				// Read back as the commit will: a value of the wrong
+				// kind is this record's fault, not the commit's.
+				if _, err := p.value(b[cut:], typ); err != nil {
+					return "", &bucketing.FieldError{Field: p.Column, Reason: err.Error()}
+				}
 			}
 			return DataDir + "/" + b, nil
 		})
@@ -198,7 +202,7 @@ func (p Partitioning) Values(file string, spec iceberg.PartitionSpec, sc *iceber
 		}
 		return nil, nil
 	}
-	raw, ok := strings.CutPrefix(dir, DataDir+"/"+escapeName(p.Name())+"=")
+	raw, ok := strings.CutPrefix(dir, DataDir+"/"+bucketing.HiveEscape(p.Name())+"=")
 	if !ok || strings.Contains(raw, "/") || spec.NumFields() != 1 {
 		return nil, fmt.Errorf("data file %s: not in a partition directory %s/%s=VALUE", file, DataDir, p.Name())
 	}
@@ -228,7 +232,7 @@ func (p Partitioning) value(raw string, typ iceberg.Type) (json.RawMessage, erro
 		}
 		return json.RawMessage(strconv.FormatInt(floorDiv(t.Unix(), unit), 10)), nil
 	}
-	s, err := hiveUnescape(raw)
+	s, err := bucketing.HiveUnescape(raw)
 	if err != nil {
 		return nil, fmt.Errorf("partition value %q: %v", raw, err)
 	}
@@ -256,48 +260,10 @@ func (p Partitioning) value(raw string, typ iceberg.Type) (json.RawMessage, erro
 	return json.Marshal(s)
 }
 
-// hiveUnescape decodes the %XX escapes of bucketing.Hive, each a code
-// point below 0x100.
-func hiveUnescape(s string) (string, error) {
-	if !strings.Contains(s, "%") {
-		return s, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", fmt.Errorf("a %% escape is cut short")
-		}
-		n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", fmt.Errorf("bad %% escape %q", s[i:i+3])
-		}
-		b.WriteRune(rune(n))
-		i += 2
-	}
-	return b.String(), nil
-}
-
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {
 		q--
 	}
 	return q
-}
-
-// escapeName escapes a partition name as bucketing.Hive does.
-func escapeName(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || strings.ContainsRune("\"#%'*/:=?\\{[]^", r) {
-			fmt.Fprintf(&b, "%%%02X", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
