@@ -81,3 +81,74 @@ func TestRunDecodedSource(t *testing.T) {
 		t.Errorf("%d decoded records in part files and %d dead letters, want 90 and 10 (result %+v)", good, bad, res)
 	}
 }
+
+// changingDecoder is hexDecoder that reports a schema change for the
+// value at, once.
+type changingDecoder struct {
+	at      string
+	changed bool
+}
+
+func (d *changingDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, error) {
+	if string(value) == d.at && !d.changed {
+		d.changed = true
+		return dst, fmt.Errorf("new column: %w", source.ErrSchemaChanged)
+	}
+	return hexDecoder{}.Decode(ctx, dst, value)
+}
+
+// A schema change ends the run with a final checkpoint of the batches
+// read before it and returns the change; the next run from that
+// checkpoint reads the records of the dropped partial batch again:
+// every record once, in two sets of part files.
+func TestRunSchemaChangeRestarts(t *testing.T) {
+	ctx := context.Background()
+	const count = 100
+	var in []string
+	for i := range count {
+		in = append(in, fmt.Sprintf("v:%d", i))
+	}
+	dec := &changingDecoder{at: "v:53"}
+	open := func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
+		src, err := lines("in/a.bin", in)(ctx, pos)
+		if err != nil {
+			return nil, err
+		}
+		return source.Decoded(src, dec), nil
+	}
+	e, _ := memEnv(t)
+	cfg := e.config(e.sinks(t, 1), open)
+	cfg.BatchSize = 8
+	res, err := pipeline.Run(ctx, cfg)
+	if !errors.Is(err, source.ErrSchemaChanged) || res.Checkpoint == 0 {
+		t.Fatalf("first run: %+v, %v; want the change after a checkpoint", res, err)
+	}
+	first := visible(t, e)
+	var n int
+	for _, data := range first {
+		n += strings.Count(data, `{"id":`)
+	}
+	if n != 48 {
+		t.Errorf("the first run published %d records, want 48 (the six whole batches before the change)", n)
+	}
+	cfg = e.config(e.sinks(t, 1), open)
+	cfg.BatchSize = 8
+	if res, err = pipeline.Run(ctx, cfg); err != nil || !res.EndOfInput {
+		t.Fatalf("second run: %+v, %v", res, err)
+	}
+	seen := map[string]int{}
+	all := visible(t, e)
+	for _, data := range all {
+		for _, line := range strings.Fields(data) {
+			seen[line]++
+		}
+	}
+	for i := range count {
+		if k := fmt.Sprintf(`{"id":%d}`, i); seen[k] != 1 {
+			t.Errorf("%s published %d times", k, seen[k])
+		}
+	}
+	if len(all) <= len(first) {
+		t.Errorf("%d part files after the change, %d before: the change did not roll the files", len(all), len(first))
+	}
+}

@@ -443,6 +443,9 @@ func (r *runner) loop(ctx context.Context) (Result, error) {
 			if !ok {
 				return r.finish(ctx, false)
 			}
+			if b.restart != nil {
+				return r.restart(ctx, b.restart)
+			}
 			var eof bool
 			if eof, err = r.onBatch(ctx, b); err == nil && eof {
 				return r.finish(ctx, true)
@@ -521,6 +524,18 @@ func (r *runner) finish(ctx context.Context, eof bool) (Result, error) {
 	}
 	r.res.Records, r.res.Bytes, r.res.EndOfInput = r.prog.Records, r.prog.Bytes, eof
 	return r.res, nil
+}
+
+// restart ends a run whose source met a schema change
+// (source.ErrSchemaChanged) with a final checkpoint of the records
+// handed over before it, and returns cause.
+func (r *runner) restart(ctx context.Context, cause error) (Result, error) {
+	r.cfg.Logger.Info("the records' schema changed: taking a final checkpoint before the job opens again", "change", cause.Error())
+	res, err := r.finish(ctx, false)
+	if err != nil {
+		return res, err
+	}
+	return res, cause
 }
 
 // checkpointDue takes an interval checkpoint. One that falls due while the

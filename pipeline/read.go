@@ -30,6 +30,11 @@ type batch struct {
 	skip     *skipState
 	skipped  int64
 	err      error
+	// restart is the source's error matching source.ErrSchemaChanged: the
+	// batch holds no records (those read since the last batch are read
+	// again by the next run), the run ends with a final checkpoint and
+	// returns it.
+	restart error
 	// bad holds the records the source could not deliver whole (a line it
 	// skipped for its length), by index: they go to the sinks'
 	// dead-letter outputs (BadRecordSink). Empty for most batches.
@@ -63,7 +68,7 @@ func (b *batch) reset() {
 	if b.vals != nil {
 		b.vals = b.vals[:0]
 	}
-	b.pos, b.eof, b.err = nil, false, nil
+	b.pos, b.eof, b.err, b.restart = nil, false, nil, nil
 	b.skipping, b.skip, b.skipped = false, nil, 0
 }
 
@@ -117,7 +122,7 @@ func (rd *reader) run(ctx context.Context, stop <-chan struct{}) {
 			return
 		}
 		rd.dataCap = len(b.data)
-		if b.err == nil {
+		if b.err == nil && b.restart == nil {
 			pos, err := rd.src.Position()
 			if err != nil {
 				b.err = fmt.Errorf("source position: %w", err)
@@ -130,7 +135,7 @@ func (rd *reader) run(ctx context.Context, stop <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		}
-		if b.eof || b.err != nil || rd.stopped {
+		if b.eof || b.err != nil || b.restart != nil || rd.stopped {
 			return
 		}
 	}
@@ -186,6 +191,12 @@ func (rd *reader) fill(ctx context.Context, b *batch) bool {
 				return true
 			}
 			continue
+		case errors.Is(err, source.ErrSchemaChanged):
+			// The position covers the records read into b: drop them, to
+			// be read again after the change.
+			b.reset()
+			b.restart = err
+			return true
 		case ctx.Err() != nil:
 			return false
 		case rd.stopCtx.Err() != nil:

@@ -17,6 +17,14 @@ type ValueDecoder interface {
 	Decode(ctx context.Context, dst, value []byte) ([]byte, error)
 }
 
+// ErrSchemaChanged is matched by the error a ValueDecoder returns for the
+// first value of a schema that changes what the records are written as
+// (new columns): the value is not delivered. A pipeline ends its run at
+// the last batch it read whole, with a final checkpoint (the files roll),
+// and returns the error; its caller opens the job again with the new
+// schema, and the source gives the value again from the checkpoint.
+var ErrSchemaChanged = errors.New("the records' schema changed")
+
 // UndecodableError reports a record whose value its decoder refused
 // (ErrBadRecord): the source has read past it, the next call to Next
 // returns the record after it, and Position covers it. It is not sticky.

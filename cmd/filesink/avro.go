@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/url"
@@ -10,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/filesink/filesink/pipeline"
-	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/avro"
 )
 
@@ -26,9 +26,9 @@ func (v *valueFlags) register(fs *flag.FlagSet) {
 		"keep the password off the command line: give the URL in FILESINK_SCHEMA_REGISTRY or --config)")
 }
 
-// decoder returns the value decoder the flags ask for (nil: raw values)
+// decoder returns the Avro decoder the flags ask for (nil: raw values)
 // and its registry, after checking that the source is Kafka.
-func (v *valueFlags) decoder(srcURI string) (source.ValueDecoder, *avro.Registry, error) {
+func (v *valueFlags) decoder(srcURI string) (*avro.Decoder, *avro.Registry, error) {
 	if v.format != "avro" {
 		if v.registry != "" {
 			return nil, nil, usageError("run: --schema-registry applies with --value-format avro only")
@@ -55,36 +55,35 @@ func (v *valueFlags) decoder(srcURI string) (source.ValueDecoder, *avro.Registry
 	if err != nil {
 		return nil, nil, usageError("run: --schema-registry %s: %v", u.Redacted(), err)
 	}
-	return avro.NewDecoder(reg).Values(), reg, nil
+	return avro.NewDecoder(reg), reg, nil
 }
 
-// registrySchema makes the bulk formats' schema document of the records
-// from the newest schema of the topic's value subject (TOPIC-value) when
-// --value-format avro has no --schema; timestampUnit "us" for an Iceberg
-// table. It returns nil when there is nothing to do.
-func (f *runFlags) registrySchema(ctx context.Context, reg *avro.Registry, timestampUnit string) ([]byte, error) {
-	if reg == nil || f.bulk.schema != "" {
-		return nil, nil
-	}
+// avroColumns is how the columns of a bulk or Iceberg sink follow the
+// registry when --value-format avro has no --schema: the decoder checks
+// every new schema against them (avro.Decoder.Follow).
+type avroColumns struct {
+	dec     *avro.Decoder
+	subject string // TOPIC-value
+	latest  int    // the subject's newest schema id at start
+	pending bool   // Follow is still to be called (an Iceberg sink: after reading the table's columns)
+}
+
+// valueSubject is the registry subject of the source topic's values
+// (TOPIC-value), for the one topic the source reads.
+func (f *runFlags) valueSubject() (string, error) {
 	rest := f.source[strings.Index(f.source, "://")+3:]
 	_, topics, _ := strings.Cut(rest, "/")
 	topics, _, _ = strings.Cut(topics, "?")
 	if topics == "" || strings.Contains(topics, ",") {
-		return nil, usageError("run: --value-format avro without --schema takes the schema of one topic's values from the registry; give --schema FILE for %q", topics)
+		return "", usageError("run: --value-format avro without --schema takes the schema of one topic's values from the registry; give --schema FILE for %q", topics)
 	}
-	s, id, err := reg.Latest(ctx, topics+"-value")
-	if err != nil {
-		return nil, fmt.Errorf("run: the records' schema: %w", err)
-	}
-	doc, err := avro.SchemaDoc(s, timestampUnit)
-	if err != nil {
-		return nil, usageError("run: schema %d of subject %s-value: %v", id, topics, err)
-	}
-	return doc, nil
+	return topics + "-value", nil
 }
 
 // values sets up --value-format: the decoder, and with a bulk or Iceberg
-// sink and no --schema, the schema document from the registry.
+// sink and no --schema, columns that follow the registry, from the
+// newest schema of the topic's value subject (an Iceberg sink merges the
+// table's columns in setupIceberg).
 func (f *runFlags) values(ctx context.Context, spec *pipeline.Job) error {
 	dec, reg, err := f.value.decoder(f.source)
 	if err != nil || dec == nil {
@@ -93,14 +92,46 @@ func (f *runFlags) values(ctx context.Context, spec *pipeline.Job) error {
 	if spec.Group != "" {
 		return usageError("run: --value-format avro does not apply in group mode yet")
 	}
-	f.valueDec = dec
-	unit := ""
-	switch {
-	case spec.Kind() == pipeline.IcebergSink:
-		unit = "us"
-	case !spec.IsBulkFormat():
+	f.valueDec = dec.Values()
+	if f.metrics != nil {
+		f.valueDec, f.valueCounts = f.metrics.Values(f.valueDec)
+	}
+	iceberg := spec.Kind() == pipeline.IcebergSink
+	if f.bulk.schema != "" || !(iceberg || spec.IsBulkFormat()) {
 		return nil
 	}
-	f.bulk.doc, err = f.registrySchema(ctx, reg, unit)
-	return err
+	subject, err := f.valueSubject()
+	if err != nil {
+		return err
+	}
+	_, id, err := reg.Latest(ctx, subject)
+	if err != nil {
+		return fmt.Errorf("run: the records' schema: %w", err)
+	}
+	f.avro = &avroColumns{dec: dec, subject: subject, latest: id, pending: true}
+	if iceberg {
+		return nil
+	}
+	return f.followRegistry(ctx, nil, "")
+}
+
+// followRegistry starts the columns from doc (nil: none) merged with the
+// subject's newest schema, with timestampUnit as avro.SchemaDoc's, and
+// makes them the bulk schema document.
+func (f *runFlags) followRegistry(ctx context.Context, doc []byte, timestampUnit string) error {
+	a := f.avro
+	a.pending = false
+	if err := a.dec.Follow(a.subject, doc, timestampUnit); err != nil {
+		return err
+	}
+	doc, err := a.dec.Accept(ctx, a.latest)
+	var ie *avro.IncompatibleError
+	if errors.As(err, &ie) {
+		return usageError("run: the newest schema of subject %s (id %d) cannot be written as the table's columns: field %s %s", a.subject, a.latest, ie.Field, ie.Why)
+	}
+	if err != nil {
+		return usageError("run: schema %d of subject %s: %v", a.latest, a.subject, err)
+	}
+	f.bulk.doc = doc
+	return nil
 }

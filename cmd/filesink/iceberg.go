@@ -110,6 +110,11 @@ func (f *runFlags) setupIceberg(ctx context.Context) (ij *icebergJob, l *layout,
 	if err != nil {
 		return nil, nil, err
 	}
+	if f.avro != nil && f.avro.pending {
+		if err := f.icebergFollow(ctx, ident); err != nil {
+			return nil, nil, err
+		}
+	}
 	doc, err := f.icebergSchema()
 	if err != nil {
 		return nil, nil, err
@@ -190,11 +195,33 @@ func (f *runFlags) evolveIceberg(ctx context.Context, cat *icecommit.Catalog, id
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	if !slices.Contains(strings.Split(f.allowChange, ","), "schema") {
+	if f.avro == nil && !slices.Contains(strings.Split(f.allowChange, ","), "schema") {
 		return usageError("run: --schema adds column(s) %s to table %s: pass --allow-change schema to add them (the change is kept in the job's state)", strings.Join(names, ", "), name)
 	}
 	_, _, err = icecommit.AddColumns(ctx, cat, ident, want)
 	return err
+}
+
+// icebergFollow starts the columns that follow the registry from the
+// table's columns, when the table exists, merged with the subject's
+// newest schema: the table may hold columns of earlier schemas.
+func (f *runFlags) icebergFollow(ctx context.Context, ident table.Identifier) error {
+	cat, err := openIcebergCatalog(ctx, "run", &f.iceberg, &f.s3)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	var doc []byte
+	tbl, err := cat.LoadTable(ctx, ident)
+	switch {
+	case err == nil:
+		if doc, err = icebergsink.ColumnsDoc(tbl.Schema()); err != nil {
+			return inCommand("run", fmt.Errorf("table %s: %w", strings.Join(ident, "."), err))
+		}
+	case !errors.Is(err, catalog.ErrNoSuchTable) && !errors.Is(err, catalog.ErrNoSuchNamespace):
+		return inCommand("run", fmt.Errorf("iceberg: table %s in %s: %w", strings.Join(ident, "."), cat.Desc, err))
+	}
+	return f.followRegistry(ctx, doc, "us")
 }
 
 // icebergLayout is the layout of the table's data files: Parquet of the

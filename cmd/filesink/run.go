@@ -29,6 +29,7 @@ import (
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/sinks/async"
 	"github.com/filesink/filesink/source"
+	"github.com/filesink/filesink/source/avro"
 	"github.com/filesink/filesink/source/kafka"
 	"github.com/filesink/filesink/vfs"
 )
@@ -154,10 +155,12 @@ type runFlags struct {
 	resumeFromOutput                                             bool
 	config, metricsAddr                                          string
 
-	cmdline    map[string]bool     // the flags given on the command line
-	icebergJob *icebergJob         // group mode: the open catalog of an iceberg:// sink
-	valueDec   source.ValueDecoder // --value-format avro: the records' decoder (nil: raw values)
-	metrics    *metrics.Metrics    // nil without --metrics-addr
+	cmdline     map[string]bool      // the flags given on the command line
+	icebergJob  *icebergJob          // group mode: the open catalog of an iceberg:// sink
+	valueDec    source.ValueDecoder  // --value-format avro: the records' decoder (nil: raw values)
+	avro        *avroColumns         // columns that follow the registry (nil: --schema or raw values)
+	valueCounts *metrics.ValueCounts // with --metrics-addr and decoded values
+	metrics     *metrics.Metrics     // nil without --metrics-addr
 }
 
 // register defines the run flags on fs.
@@ -296,7 +299,31 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
 		return f.runGroup(ctx, spec, set, log, stderr, sig)
 	}
+	warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
+	base := *f
+	for {
+		err := f.buildAndRun(ctx, spec, log, stdin, stderr, sig, set)
+		var ch *avro.ChangeError
+		if !errors.As(err, &ch) {
+			return err
+		}
+		// The run ended at a checkpoint before the first value of the new
+		// schema: open the job again with the new columns.
+		log.Info("the records' schema changed: new columns, the files rolled", "subject", ch.Subject,
+			"from", ch.From.String(), "to", ch.To.String(), "columns", strings.Join(ch.Added, ","))
+		if f.valueCounts != nil {
+			f.valueCounts.SchemaChanged()
+		}
+		next := base
+		next.bulk.doc = ch.Doc
+		f = &next
+	}
+}
+
+// buildAndRun builds the job of the sink's kind and runs it.
+func (f *runFlags) buildAndRun(ctx context.Context, spec *pipeline.Job, log *slog.Logger, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal, set map[string]bool) error {
 	var job *job
+	var err error
 	switch spec.Kind() {
 	case pipeline.HTTPSink:
 		job, err = f.buildHTTP(log, stdin, set)
@@ -310,7 +337,6 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
 	return f.run(ctx, job, spec, log, stderr, sig)
 }
 

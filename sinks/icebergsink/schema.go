@@ -79,3 +79,18 @@ func WriteSchema(sc *iceberg.Schema, doc *bulk.Schema) (*bulk.Schema, error) {
 	}
 	return out, nil
 }
+
+// ColumnsDoc returns the bulk formats' schema document of the columns of
+// sc, a table's schema (timestamps in microseconds, the table's field
+// order). A nil error means every column has a bulk type.
+func ColumnsDoc(sc *iceberg.Schema) ([]byte, error) {
+	as, err := table.SchemaToArrowSchema(sc, nil, false, false)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg schema: %w", err)
+	}
+	s, err := bulk.SchemaFromArrow(as)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg schema: %w", err)
+	}
+	return s.MarshalJSON()
+}

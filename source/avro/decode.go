@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/big"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -29,32 +32,78 @@ var ErrBadValue = errors.New("the value does not decode with its schema")
 // Decoder decodes Confluent-framed Avro values into JSON objects. It is
 // safe for concurrent use (each call has its own reader).
 type Decoder struct {
-	reg *Registry
+	reg  *Registry
+	fits atomic.Pointer[map[int]*fit] // the schemas whose values decode, by id; copied on write
+
+	mu     sync.Mutex // serializes writes of fits and the follower's decisions
+	follow *follower  // Follow's columns; nil: every schema decodes as it is
 }
 
 // NewDecoder returns a decoder of the values whose schemas reg holds.
 func NewDecoder(reg *Registry) *Decoder { return &Decoder{reg: reg} }
 
 // Decode appends the JSON of value to dst and returns it with the schema
-// id of value. A nil error means the whole body decoded with its schema.
-// A value without the header wraps ErrNotFramed, one whose schema id the
-// registry does not have ErrUnknownSchema, one that does not decode
-// ErrBadValue: the record is bad. Any other error is the registry's (it
-// could not be asked) and says nothing of the record.
+// id of value. A nil error means the whole body decoded with its schema
+// (and, with Follow, fits the columns). A value without the header wraps
+// ErrNotFramed, one whose schema id the registry does not have
+// ErrUnknownSchema, one that does not decode ErrBadValue: the record is
+// bad. With Follow, a *ChangeError or an *IncompatibleError reports its
+// schema. Any other error is the registry's (it could not be asked) and
+// says nothing of the record.
 func (d *Decoder) Decode(ctx context.Context, dst, value []byte) ([]byte, int, error) {
 	if len(value) < 5 || value[0] != 0 {
 		return dst, 0, ErrNotFramed
 	}
 	id := int(binary.BigEndian.Uint32(value[1:5]))
-	s, err := d.reg.Schema(ctx, id)
+	ft, err := d.fitOf(ctx, id)
 	if err != nil {
 		return dst, id, err
 	}
-	out, err := AppendJSON(dst, s, value[5:])
+	out, err := AppendJSON(dst, ft.schema, value[5:])
 	if err != nil {
 		return dst, id, fmt.Errorf("%w (schema %d): %v", ErrBadValue, id, err)
 	}
+	if ft.fill != nil && len(out) > len(dst)+2 && out[len(out)-1] == '}' {
+		out = append(append(out[:len(out)-1], ft.fill...), '}')
+	}
 	return out, id, nil
+}
+
+// fitOf returns how the values of schema id decode: at once for a schema
+// met before, else from the registry and, with Follow, the columns.
+func (d *Decoder) fitOf(ctx context.Context, id int) (*fit, error) {
+	if m := d.fits.Load(); m != nil {
+		if ft, ok := (*m)[id]; ok {
+			return ft, nil
+		}
+	}
+	s, err := d.reg.Schema(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m := d.fits.Load(); m != nil {
+		if ft, ok := (*m)[id]; ok {
+			return ft, nil // another call took it meanwhile
+		}
+	}
+	if d.follow == nil {
+		ft := &fit{schema: s}
+		d.setFit(id, ft)
+		return ft, nil
+	}
+	return d.admit(ctx, id, s)
+}
+
+// setFit records ft for id, with d.mu held.
+func (d *Decoder) setFit(id int, ft *fit) {
+	m := map[int]*fit{}
+	if old := d.fits.Load(); old != nil {
+		maps.Copy(m, *old)
+	}
+	m[id] = ft
+	d.fits.Store(&m)
 }
 
 // AppendJSON appends the JSON of the Avro binary body of schema s to dst.

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	hamba "github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/filesink/filesink/internal/testutil/icebergtest"
+	"github.com/filesink/filesink/internal/testutil/kafkatest"
+)
+
+// The versions of the evolution tests' value schema: v2 adds a nullable
+// column and one with a default; v3 retypes price (incompatible).
+const (
+	avroOrderV2 = `{"type": "record", "name": "Order", "fields": [
+	{"name": "id", "type": "long"},
+	{"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+	{"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+	{"name": "note", "type": ["null", "string"], "default": null},
+	{"name": "qty", "type": ["null", "long"], "default": null},
+	{"name": "region", "type": "string", "default": "eu"}]}`
+	avroOrderV3 = `{"type": "record", "name": "Order", "fields": [
+	{"name": "id", "type": "long"},
+	{"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+	{"name": "price", "type": "string"}]}`
+)
+
+// avroTopic is a topic of Avro orders and the registry of their schemas.
+type avroTopic struct {
+	kc      *kafkatest.Cluster
+	reg     *srfake.Registry
+	schemas map[string]int // schema text -> id
+}
+
+func newAvroTopic(t *testing.T) *avroTopic {
+	reg := srfake.New()
+	t.Cleanup(reg.Close)
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cl.SetCompatibility(context.Background(), sr.SetCompatibility{Level: sr.CompatNone}, "orders-value"); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	return &avroTopic{kc: kafkatest.Start(t, kafkatest.Topic{Name: "orders", Partitions: 1}), reg: reg, schemas: map[string]int{}}
+}
+
+// produce registers schema if it is new and produces the orders
+// [from, to) with it; extra sets more fields of each.
+func (a *avroTopic) produce(t *testing.T, schema string, from, to int64, extra func(n int64, m map[string]any)) {
+	t.Helper()
+	id, ok := a.schemas[schema]
+	if !ok {
+		var err error
+		if id, _, err = a.reg.RegisterSchema("orders-value", sr.Schema{Schema: schema, Type: sr.TypeAvro}); err != nil {
+			t.Fatal(err)
+		}
+		a.schemas[schema] = id
+	}
+	s := hamba.MustParse(schema)
+	var vals []string
+	for n := from; n < to; n++ {
+		m := map[string]any{"id": n, "at": time.UnixMilli(1767225600000 + n).UTC(), "price": big.NewRat(n, 100), "note": nil}
+		if extra != nil {
+			extra(n, m)
+		}
+		body, err := hamba.Marshal(s, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := []byte{0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(h[1:], uint32(id))
+		vals = append(vals, string(append(h, body...)))
+	}
+	a.kc.MustProduce(t, "orders", 0, vals...)
+}
+
+// A producer moves to a compatible version mid-topic while the job runs:
+// the job does not stop, the files roll, the new columns are typed
+// (qty BIGINT, region VARCHAR), a record of the old version after the
+// change gets the new field's default, and the change is logged once.
+// Then an incompatible version (price retyped) stops the job with one
+// line naming the subject, both versions and the field, and every record
+// committed before it is there once.
+func TestAvroSchemaEvolution(t *testing.T) {
+	for _, kind := range []string{"parquet", "iceberg"} {
+		t.Run(kind, func(t *testing.T) { testAvroEvolution(t, kind) })
+	}
+}
+
+func testAvroEvolution(t *testing.T, kind string) {
+	a := newAvroTopic(t)
+	a.produce(t, avroOrder, 0, 200, nil)
+	dir := t.TempDir()
+	args := []string{"run", "--source", "kafka://" + a.kc.Bootstrap() + "/orders", "--value-format", "avro",
+		"--schema-registry", a.reg.URL(), "--checkpoint-interval", "200ms", "--state", filepath.Join(dir, "state")}
+	out := filepath.Join(dir, "out")
+	var count func(c orderCond) int
+	if kind == "parquet" {
+		args = append(args, "--sink", out, "--format", "parquet")
+		count = func(c orderCond) int { return avroParquetCount(t, out, c.sql) }
+	} else {
+		wh := filepath.Join(dir, "lake")
+		args = append(args, "--sink", "iceberg://shop.orders", "--warehouse", wh)
+		count = func(c orderCond) int { return avroIcebergCount(t, wh, c.match) }
+	}
+	all := orderCond{"true", func(orderRow) bool { return true }}
+	done := make(chan cliResult, 1)
+	go func() { done <- cliWith(t, strings.NewReader(""), nil, args...) }()
+	waitRun(t, done, func() bool { return count(all) == 200 })
+
+	a.produce(t, avroOrderV2, 200, 400, func(n int64, m map[string]any) { m["qty"] = n; m["region"] = "us" })
+	a.produce(t, avroOrder, 400, 450, nil) // a producer still on the first version
+	waitRun(t, done, func() bool { return count(all) == 450 })
+
+	a.produce(t, avroOrderV3, 450, 451, func(n int64, m map[string]any) { m["price"] = "4.50" })
+	var r cliResult
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the job did not stop on the incompatible schema")
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	last := lines[len(lines)-1]
+	if r.code == 0 || !strings.Contains(last, "subject orders-value: version 3 (id") || !strings.Contains(last, "field price changes type from decimal(9,2) to string") ||
+		!strings.Contains(last, "since version 2 (id") {
+		t.Errorf("the incompatible schema: want one line naming the subject, both versions and the field, got exit %d, %q", r.code, last)
+	}
+	if n := strings.Count(r.stderr, "the records' schema changed: new columns"); n != 1 {
+		t.Errorf("the change is logged %d times, want once:\n%s", n, r.stderr)
+	}
+	if n := count(all); n != 450 {
+		t.Errorf("%d records after the stop, want 450", n)
+	}
+	if n := count(orderCond{"qty = id AND region = 'us'", func(r orderRow) bool { return r.Qty != nil && *r.Qty == r.ID && r.Region != nil && *r.Region == "us" }}); n != 200 {
+		t.Errorf("%d records of version 2 with their new columns, want 200", n)
+	}
+	if n := count(orderCond{"id >= 400 AND qty IS NULL AND region = 'eu'", func(r orderRow) bool { return r.ID >= 400 && r.Qty == nil && r.Region != nil && *r.Region == "eu" }}); n != 50 {
+		t.Errorf("%d old-version records after the change with the default region, want 50", n)
+	}
+	if kind != "iceberg" {
+		return // a new process starts part files from the registry's newest schema
+	}
+	// A rerun stops on the same record: the table keeps the columns, and
+	// nothing committed is lost.
+	r = cli(t, append(args, "--bounded")...)
+	if r.code == 0 || !strings.Contains(r.stderr, "field price changes type") || count(all) != 450 {
+		t.Errorf("rerun after the incompatible schema: %v; %d records", r, count(all))
+	}
+}
+
+// waitRun polls cond until it holds; a run that ends first fails the test.
+func waitRun(t *testing.T, done <-chan cliResult, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		select {
+		case r := <-done:
+			t.Fatalf("the job ended early: %v", r)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the job")
+		}
+	}
+}
+
+// avroParquetCount counts the distinct ids of the orders in the part
+// files under out that match where (0 while there are none).
+func avroParquetCount(t *testing.T, out, where string) int {
+	files, _ := filepath.Glob(filepath.Join(out, "*.parquet"))
+	if len(files) == 0 {
+		return 0
+	}
+	got, err := duckDB(t)(fmt.Sprintf(`SELECT count(*) AS n, count(DISTINCT id) AS d FROM read_parquet('%s/*.parquet', union_by_name=true) WHERE %s`, out, where))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["n"] != got["d"] {
+		t.Fatalf("duplicates: %v", got)
+	}
+	var n int
+	fmt.Sscan(got["n"], &n)
+	return n
+}
+
+// orderCond selects orders: SQL for DuckDB, match for the rows of the
+// Iceberg reader.
+type orderCond struct {
+	sql   string
+	match func(orderRow) bool
+}
+
+// orderRow is an order as the Iceberg reader gives it (64-bit integers
+// as strings).
+type orderRow struct {
+	ID     int64   `json:"id,string"`
+	Qty    *int64  `json:"qty,string"`
+	Region *string `json:"region"`
+}
+
+// avroIcebergCount counts the rows of the table shop.orders that match
+// (0 while there is no table); an id twice fails the test.
+func avroIcebergCount(t *testing.T, wh string, match func(orderRow) bool) int {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(wh, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var loc string
+	if err := db.QueryRow("SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'shop' AND table_name = 'orders'").Scan(&loc); err != nil {
+		return 0 // no catalog or no table yet
+	}
+	tbl := icebergtest.MustRead(t, strings.TrimPrefix(loc, "file://"), icebergtest.WithColumns("id", "qty", "region"))
+	seen, n := map[int64]bool{}, 0
+	for _, row := range tbl.Data {
+		var r orderRow
+		if err := json.Unmarshal(row, &r); err != nil {
+			t.Fatalf("row %s: %v", row, err)
+		}
+		if seen[r.ID] {
+			t.Fatalf("order %d twice in the table", r.ID)
+		}
+		seen[r.ID] = true
+		if match(r) {
+			n++
+		}
+	}
+	return n
+}
