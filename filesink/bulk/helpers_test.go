@@ -133,6 +133,13 @@ func canon(t testing.TB, n *node, v any) any {
 			out[i] = canon(t, n.elem, e)
 		}
 		return out
+	case kMap:
+		obj := v.(map[string]any)
+		out := make(map[string]any, len(obj))
+		for k, e := range obj {
+			out[k] = canon(t, n.elem, e)
+		}
+		return out
 	case kStruct:
 		obj := v.(map[string]any)
 		out := make(map[string]any, len(n.fields))
@@ -170,6 +177,13 @@ func arrowValue(a arrow.Array, i int) any {
 		return int64(a.Value(i))
 	case *array.Decimal128:
 		return a.Value(i).BigInt().String()
+	case *array.Map:
+		s, e := a.ValueOffsets(i)
+		out := make(map[string]any, e-s)
+		for j := s; j < e; j++ {
+			out[arrowValue(a.Keys(), int(j)).(string)] = arrowValue(a.Items(), int(j))
+		}
+		return out
 	case *array.List:
 		s, e := a.ValueOffsets(i)
 		out := make([]any, 0, e-s)

@@ -65,6 +65,7 @@ type converter struct {
 	// phase) and where their values are (append phase).
 	seen  [][]bool
 	spans [][][2]int
+	keys  []mapKeys // per nesting depth: a map's keys (check phase)
 	p     parser
 	tmp   []byte // unescaped base64 text
 	// drop, when set, makes keys not in the schema dropped and counted in
@@ -387,7 +388,7 @@ func (c *converter) appendRecord(rec []byte) {
 	}
 }
 
-var typeNames = [...]string{kInt32: "int32", kInt64: "int64", kFloat32: "float32", kFloat64: "float64", kBool: "bool", kString: "string", kBinary: "binary (a base64 string)", kTimestamp: "timestamp (a number or an RFC 3339 string)", kDate: "date (days since 1970-01-01 or \"YYYY-MM-DD\")", kDecimal: "decimal (a number or a decimal string)", kList: "a list (JSON array)", kStruct: "a struct (JSON object)"}
+var typeNames = [...]string{kInt32: "int32", kInt64: "int64", kFloat32: "float32", kFloat64: "float64", kBool: "bool", kString: "string", kBinary: "binary (a base64 string)", kTimestamp: "timestamp (a number or an RFC 3339 string)", kDate: "date (days since 1970-01-01 or \"YYYY-MM-DD\")", kDecimal: "decimal (a number or a decimal string)", kList: "a list (JSON array)", kStruct: "a struct (JSON object)", kMap: "a map (JSON object)"}
 
 func wrongType(n *node, c byte) error {
 	return fieldErr(n, "wrong type: want %s, got %s", typeNames[n.kind], jsonscan.KindOf(c))
