@@ -14,9 +14,10 @@
 //
 // Add takes one JSON object per record (the CLI's JSON lines) and converts
 // it straight into Arrow builders with a hand-written parser (no
-// encoding/json, no reflection). JSON numbers of timestamps are epoch units
-// of the field's unit, RFC 3339 strings are accepted too (finer fractions
-// are truncated); dates are day numbers or "YYYY-MM-DD"; decimals are JSON
+// encoding/json, no reflection). Floats are JSON numbers or the strings
+// "NaN", "Infinity" and "-Infinity". JSON numbers of timestamps are epoch
+// units of the field's unit, RFC 3339 strings are accepted too (finer
+// fractions are truncated); dates are day numbers or "YYYY-MM-DD"; decimals are JSON
 // numbers or decimal strings, never rounded; binary is base64; a map is a
 // JSON object, each member an entry (a key twice makes the record bad). A
 // record that does not fit is a *FieldError, which matches

@@ -482,8 +482,12 @@ func intValue(p *parser, n *node, sl *slot, ch byte) error {
 }
 
 // floatValue parses a float32 or float64 value, starting with ch, into
-// sl.f.
+// sl.f: a number, or the string "NaN", "Infinity" or "-Infinity" (as
+// Avro's JSON encoding writes them).
 func floatValue(p *parser, n *node, sl *slot, ch byte) error {
+	if ch == '"' {
+		return specialFloat(p, n, sl)
+	}
 	if !isNumberStart(ch) {
 		return badValue(p, n, ch)
 	}
@@ -506,6 +510,26 @@ func floatValue(p *parser, n *node, sl *slot, ch byte) error {
 		return fieldErr(n, "%s overflows %s", p.b[s:e], typeNames[n.kind])
 	}
 	sl.f = f
+	return nil
+}
+
+// specialFloat parses the string at p.i, which must be "NaN", "Infinity"
+// or "-Infinity", into sl.f.
+func specialFloat(p *parser, n *node, sl *slot) error {
+	s, e, _, err := p.str()
+	if err != nil {
+		return err
+	}
+	switch string(p.b[s:e]) {
+	case "NaN":
+		sl.f = math.NaN()
+	case "Infinity":
+		sl.f = math.Inf(1)
+	case "-Infinity":
+		sl.f = math.Inf(-1)
+	default:
+		return fieldErr(n, "wrong type: want %s, got a string other than \"NaN\", \"Infinity\" or \"-Infinity\"", typeNames[n.kind])
+	}
 	return nil
 }
 
