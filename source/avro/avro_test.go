@@ -80,6 +80,14 @@ func registry(t *testing.T, opts ...srfake.Option) (*srfake.Registry, *avro.Regi
 	return fake, reg
 }
 
+// wallClock is t's UTC wall clock in the local time zone: the Avro
+// library encodes a local timestamp as the wall clock of the time given,
+// in the local time zone, and the decoder reads it back as UTC.
+func wallClock(t time.Time) time.Time {
+	u := t.UTC()
+	return time.Date(u.Year(), u.Month(), u.Day(), u.Hour(), u.Minute(), u.Second(), u.Nanosecond(), time.Local)
+}
+
 func order() map[string]any {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 8e6, time.UTC)
 	return map[string]any{
@@ -93,7 +101,7 @@ func order() map[string]any {
 		"by_sku":  map[string]any{"x": map[string]any{"sku": "x", "n": int32(5)}},
 		"opt_map": map[string]any{"map": map[string]any{"k": nil, "l": int32(4)}}, // a union branch, by name
 		"cost":    big.NewRat(123456789, 1000),
-		"local":   at, "local_us": at.Add(5 * time.Microsecond),
+		"local":   wallClock(at), "local_us": wallClock(at.Add(5 * time.Microsecond)),
 		"tm": 3*time.Hour + 4*time.Millisecond, "tm_us": 5 * time.Microsecond,
 		"nan":   math.NaN(),
 		"uid16": [16]byte{0x6f, 0x1c, 15: 0xbc},
