@@ -121,7 +121,8 @@ Formats (file and S3 sinks):
                            {"fields": [{"name": "id", "type": "int64", "nullable": false},
                                        {"name": "ts", "type": "timestamp_ms"}, ...]}
                          types: int32 int64 float32 float64 bool string binary timestamp_ms
-                         timestamp_us date decimal(P,S) list<T> struct (with "fields");
+                         timestamp_us date decimal(P,S) list<T> map<string,T>
+                         struct (with "fields");
                          nullable defaults to true. A part file is written whole (row groups
                          and a footer), so it rolls at every checkpoint, whatever
                          --roll-on-checkpoint says, and also on --part-size, --rollover and

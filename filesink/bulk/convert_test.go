@@ -1,10 +1,15 @@
 package bulk
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // exactFloat64 agrees with strconv.ParseFloat, bit for bit, on every
@@ -54,5 +59,32 @@ func TestExactFloat64(t *testing.T) {
 	}
 	if accepted < n/2 {
 		t.Errorf("the fast path took %d of %d numbers", accepted, 3*n)
+	}
+}
+
+// Floats take the strings "NaN", "Infinity" and "-Infinity" (Avro's JSON
+// spelling), in lists too; any other string is the wrong type.
+func TestSpecialFloats(t *testing.T) {
+	s, err := ParseSchema([]byte(`{"fields":[{"name":"f","type":"float32"},{"name":"d","type":"list<float64>"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newConverter(s, memory.DefaultAllocator)
+	defer c.release()
+	if err := c.add([]byte(`{"f":"NaN","d":["Infinity","-Infinity",1.5]}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`{"f":"nan"}`, `{"d":["1.5"]}`} {
+		var fe *FieldError
+		if err := c.add([]byte(bad)); !errors.As(err, &fe) || !strings.Contains(fe.Problem, "wrong type") {
+			t.Errorf("%s: %v, want a wrong type", bad, err)
+		}
+	}
+	rec := c.record()
+	defer rec.Release()
+	f := rec.Column(0).(*array.Float32).Value(0)
+	d := rec.Column(1).(*array.List).ListValues().(*array.Float64)
+	if rec.NumRows() != 1 || !math.IsNaN(float64(f)) || !math.IsInf(d.Value(0), 1) || !math.IsInf(d.Value(1), -1) || d.Value(2) != 1.5 {
+		t.Errorf("read %d rows: f %v, d %v", rec.NumRows(), f, d)
 	}
 }

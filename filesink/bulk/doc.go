@@ -7,20 +7,22 @@
 // Every format has a Schema: from the --schema JSON document
 // (ParseSchema), an Arrow schema (SchemaFromArrow) or a Go struct type
 // (SchemaFromStruct). Types are int32, int64, float32, float64, bool,
-// string, binary, timestamp_{s,ms,us,ns}, date, decimal(P,S), list<T> and
-// struct; fields are nullable unless "nullable": false.
+// string, binary, timestamp_{s,ms,us,ns}, date, decimal(P,S), list<T>,
+// map<string,T> and struct; fields are nullable unless "nullable": false.
 //
 // # Input
 //
 // Add takes one JSON object per record (the CLI's JSON lines) and converts
 // it straight into Arrow builders with a hand-written parser (no
-// encoding/json, no reflection). JSON numbers of timestamps are epoch units
-// of the field's unit, RFC 3339 strings are accepted too (finer fractions
-// are truncated); dates are day numbers or "YYYY-MM-DD"; decimals are JSON
-// numbers or decimal strings, never rounded; binary is base64. A record
-// that does not fit is a *FieldError, which matches source.ErrBadRecord
-// and names the field; it leaves nothing behind (records are checked
-// whole before anything is appended). A key that names no field of the
+// encoding/json, no reflection). Floats are JSON numbers or the strings
+// "NaN", "Infinity" and "-Infinity". JSON numbers of timestamps are epoch
+// units of the field's unit, RFC 3339 strings are accepted too (finer
+// fractions are truncated); dates are day numbers or "YYYY-MM-DD"; decimals are JSON
+// numbers or decimal strings, never rounded; binary is base64; a map is a
+// JSON object, each member an entry (a key twice makes the record bad). A
+// record that does not fit is a *FieldError, which matches
+// source.ErrBadRecord and names the field; it leaves nothing behind
+// (records are checked whole before anything is appended). A key that names no field of the
 // schema (at the top level or in a struct) makes the record bad too,
 // unless the format drops such keys (WithUnknownFields(DropUnknown)): then
 // the record is added without them, and the format's Dropped counts them.

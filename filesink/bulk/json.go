@@ -65,6 +65,7 @@ type converter struct {
 	// phase) and where their values are (append phase).
 	seen  [][]bool
 	spans [][][2]int
+	keys  []mapKeys // per nesting depth: a map's keys (check phase)
 	p     parser
 	tmp   []byte // unescaped base64 text
 	// drop, when set, makes keys not in the schema dropped and counted in
@@ -387,7 +388,7 @@ func (c *converter) appendRecord(rec []byte) {
 	}
 }
 
-var typeNames = [...]string{kInt32: "int32", kInt64: "int64", kFloat32: "float32", kFloat64: "float64", kBool: "bool", kString: "string", kBinary: "binary (a base64 string)", kTimestamp: "timestamp (a number or an RFC 3339 string)", kDate: "date (days since 1970-01-01 or \"YYYY-MM-DD\")", kDecimal: "decimal (a number or a decimal string)", kList: "a list (JSON array)", kStruct: "a struct (JSON object)"}
+var typeNames = [...]string{kInt32: "int32", kInt64: "int64", kFloat32: "float32", kFloat64: "float64", kBool: "bool", kString: "string", kBinary: "binary (a base64 string)", kTimestamp: "timestamp (a number or an RFC 3339 string)", kDate: "date (days since 1970-01-01 or \"YYYY-MM-DD\")", kDecimal: "decimal (a number or a decimal string)", kList: "a list (JSON array)", kStruct: "a struct (JSON object)", kMap: "a map (JSON object)"}
 
 func wrongType(n *node, c byte) error {
 	return fieldErr(n, "wrong type: want %s, got %s", typeNames[n.kind], jsonscan.KindOf(c))
@@ -481,8 +482,12 @@ func intValue(p *parser, n *node, sl *slot, ch byte) error {
 }
 
 // floatValue parses a float32 or float64 value, starting with ch, into
-// sl.f.
+// sl.f: a number, or the string "NaN", "Infinity" or "-Infinity" (as
+// Avro's JSON encoding writes them).
 func floatValue(p *parser, n *node, sl *slot, ch byte) error {
+	if ch == '"' {
+		return specialFloat(p, n, sl)
+	}
 	if !isNumberStart(ch) {
 		return badValue(p, n, ch)
 	}
@@ -505,6 +510,26 @@ func floatValue(p *parser, n *node, sl *slot, ch byte) error {
 		return fieldErr(n, "%s overflows %s", p.b[s:e], typeNames[n.kind])
 	}
 	sl.f = f
+	return nil
+}
+
+// specialFloat parses the string at p.i, which must be "NaN", "Infinity"
+// or "-Infinity", into sl.f.
+func specialFloat(p *parser, n *node, sl *slot) error {
+	s, e, _, err := p.str()
+	if err != nil {
+		return err
+	}
+	switch string(p.b[s:e]) {
+	case "NaN":
+		sl.f = math.NaN()
+	case "Infinity":
+		sl.f = math.Inf(1)
+	case "-Infinity":
+		sl.f = math.Inf(-1)
+	default:
+		return fieldErr(n, "wrong type: want %s, got a string other than \"NaN\", \"Infinity\" or \"-Infinity\"", typeNames[n.kind])
+	}
 	return nil
 }
 

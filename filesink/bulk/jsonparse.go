@@ -49,6 +49,11 @@ func (c *converter) value(p *parser, n *node, b array.Builder, depth int) error 
 			return badValue(p, n, ch)
 		}
 		return c.structValue(p, n, b, depth)
+	case kMap:
+		if ch != '{' {
+			return badValue(p, n, ch)
+		}
+		return c.mapValue(p, n, b, depth)
 	}
 	return fieldErr(n, "internal: unknown kind")
 }
@@ -104,6 +109,110 @@ func (c *converter) list(p *parser, n *node, b array.Builder, depth int) error {
 			return syntaxErr(p, "expected ',' or ']' in array")
 		}
 	}
+}
+
+// mapValue checks, or appends to b, the object at p.i == '{' as a map:
+// every member is an entry, its key the map key. The check mode refuses a
+// key twice in the object (a map column's keys are unique).
+func (c *converter) mapValue(p *parser, n *node, b array.Builder, depth int) error {
+	var kb *array.StringBuilder
+	var ib array.Builder
+	if b != nil {
+		mb := b.(*array.MapBuilder)
+		mb.Append(true)
+		kb, ib = mb.KeyBuilder().(*array.StringBuilder), mb.ItemBuilder()
+	}
+	for len(c.keys) <= depth {
+		c.keys = append(c.keys, mapKeys{})
+	}
+	keys := &c.keys[depth]
+	keys.reset()
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return nil
+	}
+	for {
+		k0, k1, esc, err := p.str()
+		if err != nil {
+			return err
+		}
+		key := p.b[k0:k1]
+		if esc {
+			keys.tmp = unescape(keys.tmp[:0], key)
+			key = keys.tmp
+		}
+		if b == nil && keys.add(key) {
+			return fieldErr(n, "key %q twice in the map", key)
+		}
+		if kb != nil {
+			kb.BinaryBuilder.Append(key)
+		}
+		if err := p.colon(); err != nil {
+			return err
+		}
+		p.ws()
+		if err := c.value(p, n.elem, ib, depth+1); err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return syntaxErr(p, "unexpected end of input in object")
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			p.ws()
+		case '}':
+			p.i++
+			return nil
+		default:
+			return syntaxErr(p, "expected ',' or '}' in object")
+		}
+	}
+}
+
+// mapKeys are the keys of a map being checked, to find one twice:
+// compared pairwise while there are few, through a set beyond.
+type mapKeys struct {
+	buf   []byte
+	spans [][2]int
+	set   map[string]struct{}
+	tmp   []byte // an unescaped key
+}
+
+func (k *mapKeys) reset() {
+	k.buf, k.spans = k.buf[:0], k.spans[:0]
+	clear(k.set)
+}
+
+// add adds key and reports whether it was there already.
+func (k *mapKeys) add(key []byte) bool {
+	const few = 16
+	if len(k.spans) < few {
+		for _, s := range k.spans {
+			if string(k.buf[s[0]:s[1]]) == string(key) {
+				return true
+			}
+		}
+		k.spans = append(k.spans, [2]int{len(k.buf), len(k.buf) + len(key)})
+		k.buf = append(k.buf, key...)
+		return false
+	}
+	if k.set == nil {
+		k.set = make(map[string]struct{})
+	}
+	if len(k.set) == 0 {
+		for _, s := range k.spans {
+			k.set[string(k.buf[s[0]:s[1]])] = struct{}{}
+		}
+	}
+	if _, dup := k.set[string(key)]; dup {
+		return true
+	}
+	k.set[string(key)] = struct{}{}
+	return false
 }
 
 // structValue checks, or appends to b, the object at p.i == '{'. The

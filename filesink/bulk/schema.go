@@ -31,8 +31,10 @@ type Field struct {
 	Name string `json:"name"`
 	// Type is a type name of the schema document: int32, int64, float32,
 	// float64, bool, string, binary, timestamp_s, timestamp_ms,
-	// timestamp_us, timestamp_ns, date, decimal(P,S), list<T>, struct
-	// (with Fields) or list<struct> (with Fields for the element).
+	// timestamp_us, timestamp_ns, date, decimal(P,S), list<T>,
+	// map<string,T>, struct (with Fields), or list<struct> or
+	// map<string,struct> (with Fields for the element or value). A map's
+	// keys are strings, its values and a list's elements nullable.
 	Type     string  `json:"type"`
 	Nullable bool    `json:"nullable"`
 	Fields   []Field `json:"fields,omitempty"`
@@ -81,19 +83,20 @@ const (
 	kDecimal
 	kList
 	kStruct
+	kMap
 )
 
 // node is a compiled field: immutable after the schema is built.
 type node struct {
 	name     string
-	path     string // for errors: "a.b", "tags[]", "items[].price"
+	path     string // for errors: "a.b", "tags[]", "items[].price", "attrs{}" (a map's values)
 	kind     kind
 	nullable bool
 	dtype    arrow.DataType
 	unit     arrow.TimeUnit // kTimestamp
 	prec     int32          // kDecimal
 	scale    int32          // kDecimal
-	elem     *node          // kList
+	elem     *node          // kList: the element; kMap: the value
 	fields   []*node        // kStruct
 	index    map[string]int // kStruct: field name -> position
 	nameB    [][]byte       // kStruct: field names as bytes, for the in-order fast path
@@ -167,6 +170,7 @@ func (e *SchemaError) Error() string {
 //	{"fields": [{"name": "id", "type": "int64", "nullable": false},
 //	            {"name": "ts", "type": "timestamp_ms"},
 //	            {"name": "tags", "type": "list<string>"},
+//	            {"name": "attrs", "type": "map<string,int64>"},
 //	            {"name": "price", "type": "decimal(10,2)"},
 //	            {"name": "addr", "type": "struct", "fields": [...]}]}
 //
@@ -337,6 +341,18 @@ func typeNode(typ, name, path string, fields []Field) (*node, error) {
 		usesFields = true // passed down to the element
 		n.kind, n.elem = kList, e
 		n.dtype = arrow.ListOfField(arrow.Field{Name: "element", Type: e.dtype, Nullable: true})
+	case strings.HasPrefix(typ, "map<") && strings.HasSuffix(typ, ">"):
+		key, inner, ok := strings.Cut(typ[len("map<"):len(typ)-1], ",")
+		if !ok || strings.TrimSpace(key) != "string" {
+			return nil, &SchemaError{Field: path, Msg: fmt.Sprintf("%q: want map<string,T> (map keys are strings)", typ)}
+		}
+		v, err := typeNode(strings.TrimSpace(inner), "value", path+"{}", fields)
+		if err != nil {
+			return nil, err
+		}
+		usesFields = true // passed down to the value
+		n.kind, n.elem = kMap, v
+		n.dtype = arrow.MapOf(arrow.BinaryTypes.String, v.dtype)
 	case typ == "struct":
 		s, err := structNode(name, path, fields, true)
 		if err != nil {
@@ -347,15 +363,15 @@ func typeNode(typ, name, path string, fields []Field) (*node, error) {
 		return nil, &SchemaError{Field: path, Msg: fmt.Sprintf("unknown type %q", typ)}
 	}
 	if fields != nil && !usesFields {
-		return nil, &SchemaError{Field: path, Msg: fmt.Sprintf("\"fields\" given for type %q (only struct and list<struct> have fields)", typ)}
+		return nil, &SchemaError{Field: path, Msg: fmt.Sprintf("\"fields\" given for type %q (only struct, list<struct> and map<string,struct> have fields)", typ)}
 	}
 	return n, nil
 }
 
 // SchemaFromArrow makes a schema from an Arrow schema. Supported types:
 // int32, int64, float32, float64, bool, string, binary, timestamp (any
-// unit; the time zone is kept as given), date32, decimal128, list and
-// struct. The Arrow schema is kept as it is (Arrow returns s), so records
+// unit; the time zone is kept as given), date32, decimal128, list, map
+// with string keys and struct. The Arrow schema is kept as it is (Arrow returns s), so records
 // of s can be added with AddArrow.
 func SchemaFromArrow(s *arrow.Schema) (*Schema, error) {
 	if s == nil || len(s.Fields()) == 0 {
@@ -394,6 +410,12 @@ func adoptType(n *node, t arrow.DataType) {
 	switch n.kind {
 	case kList:
 		adoptType(n.elem, t.(*arrow.ListType).Elem())
+	case kMap:
+		// A map whose values are required (an Iceberg table's, say)
+		// refuses null values.
+		mt := t.(*arrow.MapType)
+		n.elem.nullable = mt.ItemField().Nullable
+		adoptType(n.elem, mt.ItemType())
 	case kStruct:
 		st := t.(*arrow.StructType)
 		for i, f := range st.Fields() {
@@ -438,6 +460,15 @@ func typeFromArrow(t arrow.DataType, path string) (string, []Field, error) {
 			return "", nil, err
 		}
 		return "list<" + et + ">", sub, nil
+	case *arrow.MapType:
+		if _, ok := t.KeyType().(*arrow.StringType); !ok {
+			return "", nil, &SchemaError{Field: path, Msg: fmt.Sprintf("unsupported Arrow map key type %s (map keys are strings)", t.KeyType())}
+		}
+		vt, sub, err := typeFromArrow(t.ItemType(), path+"{}")
+		if err != nil {
+			return "", nil, err
+		}
+		return "map<string," + vt + ">", sub, nil
 	case *arrow.StructType:
 		sub := make([]Field, len(t.Fields()))
 		for i, f := range t.Fields() {
@@ -460,9 +491,9 @@ var timeType = reflect.TypeOf(time.Time{})
 // Types: int32, int64 (and int), float32, float64, bool, string, []byte
 // (binary), time.Time (timestamp_us; the tag option ",timestamp_ms",
 // ",timestamp_s", ",timestamp_ns" or ",date" chooses another), slices
-// (list<T>) and structs. A pointer field is nullable; any other field is
-// required (nil slices are written as empty lists, nil []byte as empty
-// binary).
+// (list<T>), maps with string keys (map<string,T>) and structs. A pointer
+// field is nullable; any other field is required (nil slices are written
+// as empty lists, nil []byte as empty binary).
 func SchemaFromStruct(v any) (*Schema, error) {
 	t := reflect.TypeOf(v)
 	for t != nil && t.Kind() == reflect.Pointer {
@@ -565,6 +596,19 @@ func typeFromGo(t reflect.Type, opt, path string, depth int) (string, []Field, e
 			return "", nil, err
 		}
 		return "list<" + inner + ">", sub, nil
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			return "", nil, &SchemaError{Field: path, Msg: fmt.Sprintf("unsupported Go map key type %s (map keys are strings)", t.Key())}
+		}
+		vt := t.Elem()
+		if vt.Kind() == reflect.Pointer {
+			vt = vt.Elem()
+		}
+		inner, sub, err := typeFromGo(vt, opt, path+"{}", depth+1)
+		if err != nil {
+			return "", nil, err
+		}
+		return "map<string," + inner + ">", sub, nil
 	case reflect.Struct:
 		sub, err := fieldsFromStruct(t, path, depth+1)
 		if err != nil {

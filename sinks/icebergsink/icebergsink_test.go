@@ -249,3 +249,41 @@ func TestCommitterGathersLanes(t *testing.T) {
 	raw, _ := json.Marshal(c.Stats())
 	t.Logf("stats: %s", raw)
 }
+
+// A map<string,T> makes an Iceberg map of string keys and optional values
+// (of structs too), and back through WriteSchema the writer's map; a
+// timestamp in a map's value must be in microseconds.
+func TestTableSchemaMaps(t *testing.T) {
+	doc := testSchema(t, `{"fields":[{"name":"id","type":"int64","nullable":false},
+		{"name":"counts","type":"map<string,int64>","nullable":false},
+		{"name":"lines","type":"map<string,struct>","fields":[{"name":"sku","type":"string","nullable":false},{"name":"at","type":"timestamp_us"}]},
+		{"name":"tags","type":"list<map<string,string>>"}]}`)
+	sc, err := TableSchema(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := sc.FindFieldByName("counts")
+	mt, ok := counts.Type.(*iceberg.MapType)
+	if !ok || !counts.Required || !mt.KeyType.Equals(iceberg.PrimitiveTypes.String) || !mt.ValueType.Equals(iceberg.PrimitiveTypes.Int64) || mt.ValueRequired {
+		t.Errorf("counts is %s (required %v), want a required map<string, long> of optional values", counts.Type, counts.Required)
+	}
+	lines, _ := sc.FindFieldByName("lines")
+	if lt, ok := lines.Type.(*iceberg.MapType); !ok || lt.ValueType.Type() != "struct" {
+		t.Errorf("lines is %s, want a map of structs", lines.Type)
+	}
+	if got, want := sc.Field(3).Type.String(), "list<map<string, string>>"; got != want {
+		t.Errorf("tags is %s, want %s", got, want)
+	}
+	ws, err := WriteSchema(sc, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range ws.Fields() {
+		if want := doc.Fields()[i]; f.Type != want.Type || f.Nullable != want.Nullable {
+			t.Errorf("write schema field %s is %s (nullable %v), want %s (%v)", f.Name, f.Type, f.Nullable, want.Type, want.Nullable)
+		}
+	}
+	if _, err := TableSchema(testSchema(t, `{"fields":[{"name":"m","type":"map<string,struct>","fields":[{"name":"at","type":"timestamp_ms"}]}]}`)); err == nil || !strings.Contains(err.Error(), "field m{}.at:") {
+		t.Errorf("a timestamp_ms in a map's values: %v, want an error naming m{}.at", err)
+	}
+}

@@ -11,7 +11,9 @@ import (
 )
 
 // TableSchema returns the Iceberg schema of the records doc describes, with
-// fresh field ids, for a table made on first use. Iceberg stores
+// fresh field ids, for a table made on first use: a list<T> is an Iceberg
+// list of optional elements, a map<string,T> an Iceberg map of string keys
+// and optional values, a struct a struct. Iceberg stores
 // timestamps in microseconds: a timestamp field of another unit is refused
 // (a number in it would be read in one unit and stored in another), with
 // an error naming the field.
@@ -39,12 +41,24 @@ func checkUnits(fields []arrow.Field, prefix string) error {
 				return err
 			}
 		case *arrow.ListType:
-			if err := checkUnits([]arrow.Field{t.ElemField()}, name+"[]"); err != nil {
+			if err := checkUnits([]arrow.Field{unnamed(t.ElemField())}, name+"[]"); err != nil {
+				return err
+			}
+		case *arrow.MapType:
+			if err := checkUnits([]arrow.Field{unnamed(t.ItemField())}, name+"{}"); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// unnamed is f without its name: a list's element or a map's value is
+// named by its path alone ("tags[]", "attrs{}"), as the bulk schema's
+// errors name it.
+func unnamed(f arrow.Field) arrow.Field {
+	f.Name = ""
+	return f
 }
 
 // WriteSchema returns the schema the Parquet writer converts records to:

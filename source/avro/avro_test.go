@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"math/big"
 	"net/http"
 	"strings"
@@ -43,7 +44,17 @@ const everyType = `{"type": "record", "name": "Order", "namespace": "shop", "fie
 	{"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
 	{"name": "lines", "type": {"type": "array", "items": {"type": "record", "name": "Line", "fields": [
 		{"name": "sku", "type": "string"}, {"name": "n", "type": ["null", "int"]}]}}},
-	{"name": "ship", "type": ["null", {"type": "record", "name": "Ship", "fields": [{"name": "city", "type": "string"}]}]}
+	{"name": "ship", "type": ["null", {"type": "record", "name": "Ship", "fields": [{"name": "city", "type": "string"}]}]},
+	{"name": "counts", "type": {"type": "map", "values": "long"}},
+	{"name": "by_sku", "type": {"type": "map", "values": "Line"}},
+	{"name": "opt_map", "type": ["null", {"type": "map", "values": ["null", "int"]}]},
+	{"name": "cost", "type": {"type": "fixed", "name": "Money", "size": 8, "logicalType": "decimal", "precision": 12, "scale": 3}},
+	{"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+	{"name": "local_us", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+	{"name": "tm", "type": {"type": "int", "logicalType": "time-millis"}},
+	{"name": "tm_us", "type": {"type": "long", "logicalType": "time-micros"}},
+	{"name": "nan", "type": "double"},
+	{"name": "uid16", "type": {"type": "fixed", "name": "U", "size": 16, "logicalType": "uuid"}}
 ]}`
 
 // frame encodes v with schema s as the Confluent wire format with id.
@@ -69,6 +80,14 @@ func registry(t *testing.T, opts ...srfake.Option) (*srfake.Registry, *avro.Regi
 	return fake, reg
 }
 
+// wallClock is t's UTC wall clock in the local time zone: the Avro
+// library encodes a local timestamp as the wall clock of the time given,
+// in the local time zone, and the decoder reads it back as UTC.
+func wallClock(t time.Time) time.Time {
+	u := t.UTC()
+	return time.Date(u.Year(), u.Month(), u.Day(), u.Hour(), u.Minute(), u.Second(), u.Nanosecond(), time.Local)
+}
+
 func order() map[string]any {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 8e6, time.UTC)
 	return map[string]any{
@@ -76,8 +95,16 @@ func order() map[string]any {
 		"note": "hi", "raw": []byte{1, 2, 3}, "tag": [2]byte{9, 8}, "state": "PAID",
 		"at": at, "at_us": at.Add(5 * time.Microsecond), "day": time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC),
 		"price": big.NewRat(-12345, 100), "uid": "6f1c9e0a-2b1d-4c3e-9f00-123456789abc",
-		"lines": []any{map[string]any{"sku": "a", "n": int32(2)}, map[string]any{"sku": "b", "n": nil}},
-		"ship":  nil,
+		"lines":   []any{map[string]any{"sku": "a", "n": int32(2)}, map[string]any{"sku": "b", "n": nil}},
+		"ship":    nil,
+		"counts":  map[string]any{"a": int64(1), "b\"": int64(-2)},
+		"by_sku":  map[string]any{"x": map[string]any{"sku": "x", "n": int32(5)}},
+		"opt_map": map[string]any{"map": map[string]any{"k": nil, "l": int32(4)}}, // a union branch, by name
+		"cost":    big.NewRat(123456789, 1000),
+		"local":   wallClock(at), "local_us": wallClock(at.Add(5 * time.Microsecond)),
+		"tm": 3*time.Hour + 4*time.Millisecond, "tm_us": 5 * time.Microsecond,
+		"nan":   math.NaN(),
+		"uid16": [16]byte{0x6f, 0x1c, 15: 0xbc},
 	}
 }
 
@@ -97,7 +124,10 @@ func TestDecodeEveryTypeIntoParquet(t *testing.T) {
 	}
 	want := `{"id":7,"qty":3,"ok":true,"ratio":0.5,"score":2.25,"note":"hi","raw":"AQID","tag":"CQg=","state":"PAID",` +
 		`"at":"2026-03-04T05:06:07.008Z","at_us":"2026-03-04T05:06:07.008005Z","day":"2026-03-04","price":"-123.45",` +
-		`"uid":"6f1c9e0a-2b1d-4c3e-9f00-123456789abc","lines":[{"sku":"a","n":2},{"sku":"b","n":null}],"ship":null}`
+		`"uid":"6f1c9e0a-2b1d-4c3e-9f00-123456789abc","lines":[{"sku":"a","n":2},{"sku":"b","n":null}],"ship":null,` +
+		`"counts":{"a":1,"b\"":-2},"by_sku":{"x":{"sku":"x","n":5}},"opt_map":{"k":null,"l":4},"cost":"123456.789",` +
+		`"local":"2026-03-04T05:06:07.008Z","local_us":"2026-03-04T05:06:07.008005Z","tm":10800004,"tm_us":5,"nan":"NaN",` +
+		`"uid16":"bxwAAAAAAAAAAAAAAAAAvA=="}`
 	if string(got) != want {
 		t.Fatalf("JSON:\n got %s\nwant %s", got, want)
 	}
@@ -110,11 +140,19 @@ func TestDecodeEveryTypeIntoParquet(t *testing.T) {
 		t.Fatalf("the schema document %s: %v", doc, err)
 	}
 	types := parquetTypes(t, bs, got)
-	for col, typ := range map[string]string{"at": "timestamp[ms, tz=UTC]", "at_us": "timestamp[us, tz=UTC]", "day": "date32",
-		"price": "decimal(9, 2)", "raw": "binary", "note": "utf8", "lines": "list<element: struct<sku: utf8, n: int32 nullable>, nullable>"} {
-		if !strings.HasPrefix(types[col], typ) {
+	for col, typ := range map[string]string{"id": "int64", "qty": "int32", "ok": "bool", "ratio": "float32", "score": "float64",
+		"note": "utf8", "raw": "binary", "tag": "binary", "state": "utf8", "uid": "utf8", "uid16": "binary",
+		"at": "timestamp[ms, tz=UTC]", "at_us": "timestamp[us, tz=UTC]", "day": "date32", "price": "decimal(9, 2)",
+		"lines": "list<element: struct<sku: utf8, n: int32 nullable>, nullable>", "ship": "struct<city: utf8>",
+		"counts": "map<utf8, int64, items_nullable>", "by_sku": "map<utf8, struct<sku: utf8, n: int32 nullable>, items_nullable>",
+		"opt_map": "map<utf8, int32, items_nullable>", "cost": "decimal(12, 3)", "local": "timestamp[ms, tz=UTC]",
+		"local_us": "timestamp[us, tz=UTC]", "tm": "int32", "tm_us": "int64", "nan": "float64"} {
+		if types[col] != typ {
 			t.Errorf("column %s is %s, want %s", col, types[col], typ)
 		}
+	}
+	if len(types) != 26 {
+		t.Errorf("%d columns, want 26: %v", len(types), types)
 	}
 	usDoc, _ := avro.SchemaDoc(s, "us")
 	if !bytes.Contains(usDoc, []byte(`{"name":"at","type":"timestamp_us"`)) {
@@ -216,9 +254,11 @@ func TestDecodeErrors(t *testing.T) {
 // Types with no column are refused naming the field.
 func TestSchemaDocRefusals(t *testing.T) {
 	for schema, want := range map[string]string{
-		`{"type":"record","name":"R","fields":[{"name":"m","type":{"type":"map","values":"long"}}]}`:                                                            "field m: an Avro map",
-		`{"type":"record","name":"R","fields":[{"name":"u","type":["null","long","string"]}]}`:                                                                  "field u: a union of 2 non-null types",
-		`{"type":"record","name":"R","fields":[{"name":"s","type":{"type":"record","name":"S","fields":[{"name":"x","type":{"type":"map","values":"int"}}]}}]}`: "field s.x",
+		`{"type":"record","name":"R","fields":[{"name":"u","type":["null","long","string"]}]}`:                                                                "field u: a union of 2 non-null types",
+		`{"type":"record","name":"R","fields":[{"name":"s","type":{"type":"record","name":"S","fields":[{"name":"x","type":["int","string"]}]}}]}`:            "field s.x: a union of 2",
+		`{"type":"record","name":"R","fields":[{"name":"m","type":{"type":"map","values":["int","string"]}}]}`:                                                "field m{}: a union of 2",
+		`{"type":"record","name":"R","fields":[{"name":"d","type":{"type":"fixed","name":"D","size":12,"logicalType":"duration"}}]}`:                          "field d: fixed with logical type duration has no column type",
+		`{"type":"record","name":"R","fields":[{"name":"a","type":{"type":"array","items":{"type":"fixed","name":"D","size":12,"logicalType":"duration"}}}]}`: "field a[]: fixed with logical type duration",
 		`"long"`: "not a record",
 	} {
 		_, err := avro.SchemaDoc(hamba.MustParse(schema), "")

@@ -19,14 +19,19 @@ type docField struct {
 // SchemaDoc returns the bulk formats' schema document ({"fields": [...]})
 // of the records of s, a record schema, for the JSON Decode writes:
 // boolean, int, long, float, double, string, bytes and fixed map to bool,
-// int32, int64, float32, float64, string and binary; enums and uuids to
-// string; records to struct; arrays to list; a union of null and one type
-// to that type, nullable; date to date; decimal(P,S) to decimal(P,S);
-// timestamp-millis and local-timestamp-millis to timestamp_ms (or
-// timestampUnit, "us" for an Iceberg table: the values are RFC 3339
-// strings either way), the micros ones to timestamp_us; time-millis and
-// time-micros to int32 and int64. A map, a union of several non-null
-// types or a duration has no column type: the error names the field.
+// int32, int64, float32, float64, string and binary; enums and uuids (a
+// string's logical type; a fixed(16) "uuid" is no logical type to the
+// Avro library, so binary) to string; records to struct; arrays to
+// list<T>; maps to map<string,T>; a union of null and one type to that
+// type, nullable (an array's elements and a map's values are nullable
+// whatever their type); date to date; decimal(P,S), on bytes or fixed, to
+// decimal(P,S); timestamp-millis and local-timestamp-millis to
+// timestamp_ms (or timestampUnit, "us" for an Iceberg table: the values
+// are RFC 3339 strings either way), the micros ones to timestamp_us (a
+// local timestamp is written as if in UTC); time-millis and time-micros
+// to int32 and int64. A nil error means every field has a column type. A
+// union of several non-null types and a duration have none: the error
+// names the field, in one line.
 func SchemaDoc(s avro.Schema, timestampUnit string) ([]byte, error) {
 	rec, ok := deref(s).(*avro.RecordSchema)
 	if !ok {
@@ -90,6 +95,11 @@ func (m mapper) field(path, name string, s avro.Schema) (docField, error) {
 		var e docField
 		if e, err = m.field(path+"[]", "element", s.Items()); err == nil {
 			f.Type, f.Fields = "list<"+e.Type+">", e.Fields
+		}
+	case *avro.MapSchema:
+		var v docField
+		if v, err = m.field(path+"{}", "value", s.Values()); err == nil {
+			f.Type, f.Fields = "map<string,"+v.Type+">", v.Fields
 		}
 	default:
 		f.Type, err = m.scalar(path, s)
