@@ -34,8 +34,8 @@ package kafka_test
 // process). Nothing here asserts a duration.
 //
 // FILESINK_AVRO_BENCH_RECORDS sets the number of records (default 200,000
-// orders of 11 fields, about 180 bytes of Avro and 345 of JSON each). TMPDIR selects the filesystem
-// written.
+// orders of 11 fields, about 180 bytes of Avro and 345 of JSON each).
+// TMPDIR selects the filesystem written.
 
 import (
 	"bytes"
