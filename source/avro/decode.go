@@ -140,7 +140,7 @@ func appendValue(b []byte, r *avro.Reader, s avro.Schema) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = strconv.AppendQuote(b, f.Name())
+			b = appendString(b, f.Name())
 			b = append(b, ':')
 			b = appendValue(b, r, f.Type())
 		}
@@ -151,7 +151,7 @@ func appendValue(b []byte, r *avro.Reader, s avro.Schema) []byte {
 			r.ReportError("enum "+s.FullName(), fmt.Sprintf("symbol %d of %d", i, len(s.Symbols())))
 			return b
 		}
-		return strconv.AppendQuote(b, s.Symbols()[i])
+		return appendString(b, s.Symbols()[i])
 	case *avro.ArraySchema:
 		return appendBlocks(b, r, '[', ']', func(b []byte) []byte { return appendValue(b, r, s.Items()) })
 	case *avro.MapSchema:
@@ -264,13 +264,52 @@ func appendFloat(b []byte, f float64, bits int) []byte {
 	return strconv.AppendFloat(b, f, 'g', -1, bits)
 }
 
-// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD
-// (strconv's quoting escapes it otherwise).
+// appendString appends s as a JSON string: '"', '\\' and the control
+// characters escaped, every other character as it is, each byte of
+// invalid UTF-8 as U+FFFD. Runs of plain ASCII are copied whole.
 func appendString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		s = string([]rune(s))
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = appendEscaped(append(b, s[start:i]...), c)
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(append(b, s[start:i]...), "\uFFFD"...)
+			i++
+			start = i
+			continue
+		}
+		i += size
 	}
-	return strconv.AppendQuote(b, s)
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// appendEscaped appends the JSON escape of the ASCII byte c: '"', '\\' or
+// a control character.
+func appendEscaped(b []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(b, '\\', c)
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\r':
+		return append(b, '\\', 'r')
+	case '\t':
+		return append(b, '\\', 't')
+	}
+	const hex = "0123456789abcdef"
+	return append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 }
 
 func appendBase64(b []byte, raw []byte) []byte {
@@ -280,28 +319,45 @@ func appendBase64(b []byte, raw []byte) []byte {
 }
 
 // appendDecimal appends the two's-complement big-endian unscaled value
-// raw with scale digits after the point, as a JSON string.
+// raw with scale digits after the point, as a JSON string. Up to 8 bytes
+// (18 digits) it is an int64.
 func appendDecimal(b []byte, raw []byte, scale int) []byte {
-	n := new(big.Int).SetBytes(raw)
-	if len(raw) > 0 && raw[0]&0x80 != 0 {
-		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(len(raw))*8))
-	}
-	s := n.String()
-	neg := s[0] == '-'
-	if neg {
-		s = s[1:]
-	}
-	if scale > 0 {
-		for len(s) <= scale {
-			s = "0" + s
+	var tmp [24]byte
+	var digits []byte
+	if len(raw) <= 8 {
+		var v int64
+		if len(raw) > 0 && raw[0]&0x80 != 0 {
+			v = -1
 		}
-		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
+		for _, c := range raw {
+			v = v<<8 | int64(c)
+		}
+		digits = strconv.AppendInt(tmp[:0], v, 10)
+	} else {
+		n := new(big.Int).SetBytes(raw)
+		if raw[0]&0x80 != 0 {
+			n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(len(raw))*8))
+		}
+		digits = n.Append(tmp[:0], 10)
 	}
 	b = append(b, '"')
-	if neg {
+	if digits[0] == '-' {
 		b = append(b, '-')
+		digits = digits[1:]
 	}
-	b = append(b, s...)
+	switch {
+	case scale <= 0:
+		b = append(b, digits...)
+	case len(digits) <= scale:
+		b = append(b, '0', '.')
+		for range scale - len(digits) {
+			b = append(b, '0')
+		}
+		b = append(b, digits...)
+	default:
+		b = append(b, digits[:len(digits)-scale]...)
+		b = append(append(b, '.'), digits[len(digits)-scale:]...)
+	}
 	return append(b, '"')
 }
 

@@ -103,7 +103,7 @@ func pbSetup(b *testing.B) *pbTopicData {
 	n := pbRecords(b)
 	pbOnce.Do(func() {
 		d := &pbData
-		d.addrs, d.stop, d.err = pbStartBroker()
+		d.addrs, d.stop, d.err = pbStartBroker(kafkatest.Topic{Name: pbTopic, Partitions: pbPartitions})
 		if d.err != nil {
 			return
 		}
@@ -162,15 +162,14 @@ func pbSetup(b *testing.B) *pbTopicData {
 	return &pbData
 }
 
-// pbStartBroker starts the broker the benchmarks read from. By default
+// pbStartBroker starts the broker the benchmarks read from, with topic. By default
 // (FILESINK_KAFKA_BENCH_BROKER=process) it is kfakebroker in a process of
 // its own, as a Kafka broker is: the consume then pays for the network and
 // the broker's CPU is not the benchmark process's. With "inprocess" the
 // broker is a kfake cluster in this process (the consume then reads from
 // memory, faster than any disk takes the bytes). The broker lives until
 // the process ends (TestMain stops it).
-func pbStartBroker() (addrs []string, stop func(), err error) {
-	topic := kafkatest.Topic{Name: pbTopic, Partitions: pbPartitions}
+func pbStartBroker(topic kafkatest.Topic) (addrs []string, stop func(), err error) {
 	switch mode := os.Getenv("FILESINK_KAFKA_BENCH_BROKER"); mode {
 	case "inprocess":
 		c, err := kafkatest.NewCluster(kafkatest.Config{Topics: []kafkatest.Topic{topic}})
@@ -220,6 +219,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if pbData.stop != nil {
 		pbData.stop()
+	}
+	if avData.stop != nil {
+		avData.stop()
 	}
 	os.Exit(code)
 }
