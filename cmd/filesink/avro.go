@@ -7,8 +7,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/sr"
-
 	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/avro"
@@ -45,13 +43,7 @@ func (v *valueFlags) decoder(srcURI string) (source.ValueDecoder, *avro.Registry
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, nil, usageError("run: --schema-registry %s: want http(s)://HOST:PORT", redactURI(v.registry))
 	}
-	var opts []sr.ClientOpt
-	if u.User != nil {
-		pass, _ := u.User.Password()
-		opts = append(opts, sr.BasicAuth(u.User.Username(), pass))
-		u.User = nil
-	}
-	reg, err := avro.NewRegistry([]string{u.String()}, opts...)
+	reg, err := avro.NewRegistry([]string{u.String()}) // user info: basic auth
 	if err != nil {
 		return nil, nil, usageError("run: --schema-registry %s: %v", u.Redacted(), err)
 	}
