@@ -2,15 +2,23 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/filesink/filesink/cmd/filesink/internal/metrics"
 	"github.com/filesink/filesink/pipeline"
+	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/avro"
 )
 
@@ -23,12 +31,15 @@ func (v *valueFlags) register(fs *flag.FlagSet) {
 	enumVar(fs, &v.format, "value-format", "raw", "kafka: how record values are read (`FORMAT`): raw (as they are: JSON for the bulk formats) or avro "+
 		"(the Confluent wire format, schemas from --schema-registry, decoded into JSON; a value that does not decode is a bad record)", "raw", "avro")
 	fs.StringVar(&v.registry, "schema-registry", "", "with --value-format avro: the Schema Registry `URL` (user info is basic auth; "+
-		"keep the password off the command line: give the URL in FILESINK_SCHEMA_REGISTRY or --config)")
+		"keep the password off the command line: give the URL in FILESINK_SCHEMA_REGISTRY or --config, or password_file=FILE; "+
+		"TLS as for kafka://: tls_ca=FILE&tls_cert=FILE&tls_key=FILE&tls_server_name=NAME&tls_insecure=true); "+
+		"while it is unreachable, requests are retried with backoff")
 }
 
 // decoder returns the Avro decoder the flags ask for (nil: raw values)
-// and its registry, after checking that the source is Kafka.
-func (v *valueFlags) decoder(srcURI string) (*avro.Decoder, *avro.Registry, error) {
+// and its registry, after checking that the source is Kafka. The registry
+// logs to log; retried attempts count in m (nil: none).
+func (v *valueFlags) decoder(srcURI string, log *slog.Logger, m *metrics.Metrics) (*avro.Decoder, *avro.Registry, error) {
 	if v.format != "avro" {
 		if v.registry != "" {
 			return nil, nil, usageError("run: --schema-registry applies with --value-format avro only")
@@ -41,21 +52,126 @@ func (v *valueFlags) decoder(srcURI string) (*avro.Decoder, *avro.Registry, erro
 	if v.registry == "" {
 		return nil, nil, usageError("run: --value-format avro needs --schema-registry URL")
 	}
-	u, err := url.Parse(v.registry)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, nil, usageError("run: --schema-registry %s: want http(s)://HOST:PORT", redactURI(v.registry))
-	}
-	var opts []sr.ClientOpt
-	if u.User != nil {
-		pass, _ := u.User.Password()
-		opts = append(opts, sr.BasicAuth(u.User.Username(), pass))
-		u.User = nil
-	}
-	reg, err := avro.NewRegistry([]string{u.String()}, opts...)
+	regURL, clientOpts, err := registryClient(v.registry)
 	if err != nil {
-		return nil, nil, usageError("run: --schema-registry %s: %v", u.Redacted(), err)
+		return nil, nil, err
+	}
+	opts := []avro.Option{avro.ClientOpts(clientOpts...), avro.WithLogger(log)}
+	if m != nil {
+		opts = append(opts, avro.WithRetryHook(m.RegistryRetry))
+	}
+	reg, err := avro.NewRegistry([]string{regURL}, opts...)
+	if err != nil {
+		return nil, nil, usageError("run: --schema-registry %s: %v", redactURI(v.registry), err)
 	}
 	return avro.NewDecoder(reg), reg, nil
+}
+
+// registryParams are the query parameters of --schema-registry, named as
+// those of a kafka:// source: TLS files and settings, and a file holding
+// the basic auth password.
+var registryParams = []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name", "tls_insecure", "password_file"}
+
+// registryClient parses a --schema-registry URL into the registry's URL,
+// without user info or parameters, and the client's options: basic auth
+// from the user info (the password from it or from password_file), TLS
+// from the tls_* parameters. Errors never show a password.
+func registryClient(raw string) (string, []sr.ClientOpt, error) {
+	bad := func(format string, args ...any) error {
+		return usageError("run: --schema-registry %s: %s", redactURI(raw), fmt.Sprintf(format, args...))
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", nil, bad("want http(s)://HOST:PORT[?%s=...]", strings.Join(registryParams, "=...&"))
+	}
+	q := u.Query()
+	for name, vals := range q {
+		if !slices.Contains(registryParams, name) {
+			return "", nil, bad("unknown parameter %s (known: %s)", name, strings.Join(registryParams, ", "))
+		}
+		if len(vals) > 1 {
+			return "", nil, bad("parameter %s given %d times", name, len(vals))
+		}
+	}
+	var opts []sr.ClientOpt
+	if u.User != nil || q.Has("password_file") {
+		user, pass, err := registryAuth(u.User, q.Get("password_file"))
+		if err != nil {
+			return "", nil, bad("%v", err)
+		}
+		opts = append(opts, sr.BasicAuth(user, pass))
+	}
+	tc, err := registryTLS(q, u.Scheme)
+	if err != nil {
+		return "", nil, bad("%v", err)
+	}
+	if tc != nil {
+		opts = append(opts, sr.DialTLSConfig(tc))
+	}
+	u.User, u.RawQuery = nil, ""
+	return u.String(), opts, nil
+}
+
+// registryAuth returns the basic auth user and password of the user info
+// ui and the password file passFile (a trailing newline removed).
+func registryAuth(ui *url.Userinfo, passFile string) (user, pass string, err error) {
+	if ui == nil || ui.Username() == "" {
+		return "", "", errors.New("password_file needs a user: https://USER@HOST:PORT?password_file=FILE")
+	}
+	pass, hasPass := ui.Password()
+	if passFile == "" {
+		return ui.Username(), pass, nil
+	}
+	if hasPass {
+		return "", "", errors.New("password given both in the user info and in password_file")
+	}
+	b, err := os.ReadFile(passFile)
+	if err != nil {
+		return "", "", fmt.Errorf("password_file: %v", err) // names the file, not its content
+	}
+	return ui.Username(), strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// registryTLS returns the TLS configuration of the tls_* parameters of q,
+// nil if there are none (an error for a scheme other than https). File errors name the file, never its content.
+func registryTLS(q url.Values, scheme string) (*tls.Config, error) {
+	if !q.Has("tls_ca") && !q.Has("tls_cert") && !q.Has("tls_key") && !q.Has("tls_server_name") && !q.Has("tls_insecure") {
+		return nil, nil
+	}
+	if scheme != "https" {
+		return nil, errors.New("the tls_* parameters need an https:// URL")
+	}
+	insecure := false
+	if v := q.Get("tls_insecure"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("tls_insecure=%s: want true or false", v)
+		}
+		insecure = b
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: q.Get("tls_server_name"), InsecureSkipVerify: insecure} //nolint:gosec // opt-in, documented as test only
+	if f := q.Get("tls_ca"); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("tls_ca: %v", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls_ca %s: no PEM certificate in it", f)
+		}
+	}
+	cert, key := q.Get("tls_cert"), q.Get("tls_key")
+	if (cert == "") != (key == "") {
+		return nil, errors.New("give both tls_cert and tls_key, or neither")
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("tls client certificate %s / key %s: %v", cert, key, err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
 }
 
 // avroColumns is how the columns of a bulk or Iceberg sink follow the
@@ -84,15 +200,16 @@ func (f *runFlags) valueSubject() (string, error) {
 // sink and no --schema, columns that follow the registry, from the
 // newest schema of the topic's value subject (an Iceberg sink merges the
 // table's columns in setupIceberg).
-func (f *runFlags) values(ctx context.Context, spec *pipeline.Job) error {
-	dec, reg, err := f.value.decoder(f.source)
+func (f *runFlags) values(ctx context.Context, spec *pipeline.Job, log *slog.Logger) error {
+	dec, reg, err := f.value.decoder(f.source, log, f.metrics)
 	if err != nil || dec == nil {
 		return err
 	}
 	if spec.Group != "" {
 		return usageError("run: --value-format avro does not apply in group mode yet")
 	}
-	f.valueDec = dec.Values()
+	f.patient = &patientDecoder{dec: dec.Values()}
+	f.valueDec = f.patient
 	if f.metrics != nil {
 		f.valueDec, f.valueCounts = f.metrics.Values(f.valueDec)
 	}
@@ -134,4 +251,23 @@ func (f *runFlags) followRegistry(ctx context.Context, doc []byte, timestampUnit
 	}
 	f.bulk.doc = doc
 	return nil
+}
+
+// patientDecoder decodes with dec. A decode cut short by its context (the
+// pipeline's wait for the next record, which is bounded, or a graceful
+// stop) while the registry is unreachable is done again with abort, the
+// run's context, which only an abort (a second signal) ends: a record
+// read from the source is never left undecoded, which would put the
+// checkpoint's source position past a record the sinks never got.
+type patientDecoder struct {
+	dec   source.ValueDecoder
+	abort context.Context // set by the run before the pipeline starts
+}
+
+func (p *patientDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, error) {
+	out, err := p.dec.Decode(ctx, dst, value)
+	if err != nil && ctx.Err() != nil && p.abort != nil && p.abort.Err() == nil {
+		return p.dec.Decode(p.abort, dst, value)
+	}
+	return out, err
 }

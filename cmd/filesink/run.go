@@ -161,6 +161,7 @@ type runFlags struct {
 	valueDec    source.ValueDecoder  // --value-format avro: the records' decoder (nil: raw values)
 	avro        *avroColumns         // columns that follow the registry (nil: --schema or raw values)
 	valueCounts *metrics.ValueCounts // with --metrics-addr and decoded values
+	patient     *patientDecoder      // the decoder under valueDec, waiting for the registry
 	metrics     *metrics.Metrics     // nil without --metrics-addr
 }
 
@@ -293,7 +294,12 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err := spec.Validate(); err != nil {
 		return specError(err)
 	}
-	if err := f.values(ctx, spec); err != nil {
+	// The registry's schema may be waited for (it retries while the
+	// registry is unreachable): a signal ends the wait.
+	sctx, stopWatching := untilSignal(ctx, sig)
+	err = f.values(sctx, spec, log)
+	stopWatching()
+	if err != nil {
 		return err
 	}
 	if spec.Group != "" {
@@ -392,6 +398,9 @@ func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	job.cfg.Stop = stopOnSignal(ctx, cancel, sig, log)
+	if pd := f.patient; pd != nil {
+		pd.abort = ctx // a decode waiting for the registry ends at an abort only
+	}
 	prog := newProgress(stderr, f.progress, f.source)
 	job.cfg.Progress = prog.update
 	if m := f.metrics; m != nil {
@@ -434,6 +443,22 @@ func explainRunError(ctx context.Context, job *job, err error) error {
 	return fmt.Errorf("%w; the records of that part file as of the checkpoint that recorded it are not in the output, and running the job again stops here again: "+
 		"if the source still holds them, run the job with a new, empty --state location (keep the old one) and --resume-from-output, which reads the source "+
 		"from the beginning and writes again, once, every record the output's commit manifests do not list (runbook: ErrDataLoss)", err)
+}
+
+// untilSignal returns ctx, canceled at a signal on sig, for the start of a
+// run (before stopOnSignal watches sig), and the function that stops
+// watching sig and releases the context.
+func untilSignal(ctx context.Context, sig <-chan os.Signal) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() { close(done); cancel() }
 }
 
 // stopOnSignal returns a channel closed at the first signal (a graceful

@@ -11,4 +11,8 @@
 // with the logical types written as the bulk converter reads them:
 // timestamps as RFC 3339 strings in UTC, dates as "YYYY-MM-DD", decimals
 // as decimal strings, bytes and fixed as base64.
+//
+// A Registry retries the requests the registry does not answer (or answers
+// 5xx, 408, 429) with capped backoff until their context is done, so that
+// an outage delays records but never turns them into bad records.
 package avro

@@ -23,6 +23,13 @@
 // CountReplies counts e.g. the conditional writes under a prefix that lost
 // (412).
 //
+// The upstream can be any HTTP server (a Schema Registry, say): requests
+// that are not S3 operations are Other, and a rule without Kinds applies
+// to every request (SlowDown is then a plain 503, ResetBefore a reset
+// connection). Down takes the proxy off the network (connections refused,
+// those open closed) and Up brings it back on the same address: the
+// upstream gone and back, as its clients see it.
+//
 //	srv := minio.Shared(t) // internal/testutil/miniotest
 //	p := faultproxy.New(t, srv.Endpoint())
 //	client := srv.ClientAt(t, p.URL())

@@ -114,6 +114,7 @@ type rule struct {
 // while requests are in flight.
 type Proxy struct {
 	srv       *httptest.Server
+	ln        *switchListener
 	upstream  *url.URL
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
@@ -189,7 +190,15 @@ func NewSeeded(t testing.TB, upstream string, seed uint64) *Proxy {
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
-	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	ln, err := newSwitchListener()
+	if err != nil {
+		t.Fatalf("faultproxy: listen: %v", err)
+	}
+	p.ln = ln
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
+	p.srv.Listener.Close()
+	p.srv.Listener = ln
+	p.srv.Start()
 	t.Logf("faultproxy: %s -> %s, seed %d (set %s=%d to repeat)", p.srv.URL, upstream, seed, EnvSeed, seed)
 	t.Cleanup(p.Close)
 	return p

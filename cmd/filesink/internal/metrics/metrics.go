@@ -49,6 +49,7 @@ type Metrics struct {
 	inRecords, inBytes atomic.Int64 // pipeline.Progress totals, summed over the pipeline runs
 	checkpoints        atomic.Int64 // completed in this run, by every pipeline run
 	retries            atomic.Int64
+	registryRetries    atomic.Int64
 	bad                atomic.Int64 // BadRecord events
 	orphans            [numKinds]atomic.Int64
 
@@ -162,8 +163,7 @@ func New(opts Options) *Metrics {
 			}),
 		gauge("filesink_last_checkpoint_age_seconds", "Seconds since the last checkpoint completed in this run (since the start until the first one).",
 			func() float64 { return m.age().Seconds() }),
-		orphanCollector{m},
-		kafkaCollector{m},
+		orphanCollector{m}, kafkaCollector{m}, registryRetries(m),
 	)
 	return m
 }
@@ -246,6 +246,18 @@ func (m *Metrics) swept(i committer.SweptInfo) {
 		m.orphans[k].Add(i.Swept[name])
 	}
 }
+
+// registryRetries is filesink_schema_registry_retries_total.
+func registryRetries(m *Metrics) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "filesink_schema_registry_retries_total",
+		Help: "--value-format avro: requests to the Schema Registry that failed (no connection, a timeout, 5xx, 429) " +
+			"and are retried with backoff until it answers."},
+		func() float64 { return float64(m.registryRetries.Load()) })
+}
+
+// RegistryRetry counts a failed request to the Schema Registry that is
+// retried (avro.WithRetryHook). It is safe for concurrent use.
+func (m *Metrics) RegistryRetry(error) { m.registryRetries.Add(1) }
 
 // Progress records a pipeline.Progress of a run of its own, apart from
 // those of the listeners of Events (each of which includes its run's).
