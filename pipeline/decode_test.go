@@ -18,12 +18,12 @@ import (
 // hexDecoder decodes "v:N" into {"id":N}; anything else is a bad record.
 type hexDecoder struct{}
 
-func (hexDecoder) Decode(_ context.Context, dst, value []byte) ([]byte, error) {
+func (hexDecoder) Decode(_ context.Context, dst, value []byte) ([]byte, source.Schema, error) {
 	n, ok := strings.CutPrefix(string(value), "v:")
 	if !ok {
-		return dst, fmt.Errorf("%w: no v: prefix", source.ErrBadRecord)
+		return dst, source.Schema{}, fmt.Errorf("%w: no v: prefix", source.ErrBadRecord)
 	}
-	return fmt.Appendf(dst, `{"id":%s}`, n), nil
+	return fmt.Appendf(dst, `{"id":%s}`, n), source.Schema{}, nil
 }
 
 // Values a decoder refuses go to the dead-letter output exactly once, in
@@ -45,7 +45,7 @@ func TestRunDecodedSource(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return source.Decoded(src, hexDecoder{}), nil
+		return source.Decoded(src, hexDecoder{}, nil), nil
 	}
 
 	e, mem := memEnv(t)
@@ -89,10 +89,10 @@ type changingDecoder struct {
 	changed bool
 }
 
-func (d *changingDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, error) {
+func (d *changingDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, source.Schema, error) {
 	if string(value) == d.at && !d.changed {
 		d.changed = true
-		return dst, fmt.Errorf("new column: %w", source.ErrSchemaChanged)
+		return dst, source.Schema{}, fmt.Errorf("new column: %w", source.ErrSchemaChanged)
 	}
 	return hexDecoder{}.Decode(ctx, dst, value)
 }
@@ -114,7 +114,7 @@ func TestRunSchemaChangeRestarts(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return source.Decoded(src, dec), nil
+		return source.Decoded(src, dec, nil), nil
 	}
 	e, _ := memEnv(t)
 	cfg := e.config(e.sinks(t, 1), open)

@@ -1,7 +1,9 @@
 package source
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -13,8 +15,28 @@ import (
 // ErrBadRecord is about the record (it goes to the dead-letter output
 // with --on-bad-record skip); any other error stops the read and says
 // nothing of the record (a schema registry that cannot be reached).
+//
+// Decode also returns the schema the value was written with (the zero
+// Schema for a format without one). An error that is not about the record
+// leaves the record to be decoded again: the source's next call to Next
+// retries it, and its Position fails meanwhile (a checkpoint never covers
+// a record the sinks did not get).
 type ValueDecoder interface {
-	Decode(ctx context.Context, dst, value []byte) ([]byte, error)
+	Decode(ctx context.Context, dst, value []byte) ([]byte, Schema, error)
+}
+
+// Schema names the schema of a decoded value: its id in the schema
+// registry and its version under the value's subject (0: not known).
+type Schema struct {
+	ID      int `json:"id"`
+	Version int `json:"version,omitempty"`
+}
+
+func (s Schema) String() string {
+	if s.Version == 0 {
+		return fmt.Sprintf("id %d", s.ID)
+	}
+	return fmt.Sprintf("v%d (id %d)", s.Version, s.ID)
 }
 
 // ErrSchemaChanged is matched by the error a ValueDecoder returns for the
@@ -49,37 +71,105 @@ func (e *UndecodableError) Is(target error) bool { return target == ErrBadRecord
 // sinks never know which decoder fed them. A value dec refuses as a bad
 // record is returned as an *UndecodableError (the caller sends it to the
 // dead-letter output, or stops); any other decode error is returned as
-// it is and is sticky, like a read error. Position, Replayable and
+// it is, and the next call to Next decodes the same record again
+// (Position fails until it does). Position is src's, with the schemas
+// seen per input (Kafka: per partition) when there are any; seen holds
+// those a checkpoint recorded (SplitDecodedPosition). Replayable and
 // Describe are src's. Not safe for concurrent use, like any Source.
-func Decoded(src Source, dec ValueDecoder) Source {
-	return &decoded{Source: src, dec: dec}
+func Decoded(src Source, dec ValueDecoder, seen map[string][]Schema) Source {
+	d := &decoded{Source: src, dec: dec, seen: map[string][]Schema{}}
+	for k, v := range seen {
+		d.seen[k] = append([]Schema(nil), v...)
+	}
+	return d
 }
 
 type decoded struct {
 	Source
-	dec ValueDecoder
-	buf []byte
-	err error
+	dec     ValueDecoder
+	buf     []byte
+	pending *Record // read, not decoded: a decode error that was not about it
+	seen    map[string][]Schema
+	// last is the input and schema of the previous value: most values
+	// repeat it, and skip the look-up in seen.
+	lastName   string
+	lastSchema Schema
 }
 
 func (d *decoded) Next(ctx context.Context) (Record, error) {
-	if d.err != nil {
-		return Record{}, d.err
+	var rec Record
+	if d.pending != nil {
+		rec = *d.pending
+	} else {
+		var err error
+		if rec, err = d.Source.Next(ctx); err != nil {
+			return rec, err
+		}
 	}
-	rec, err := d.Source.Next(ctx)
-	if err != nil {
-		return rec, err
-	}
-	out, err := d.dec.Decode(ctx, d.buf[:0], rec.Value)
+	out, sch, err := d.dec.Decode(ctx, d.buf[:0], rec.Value)
 	if errors.Is(err, ErrBadRecord) {
+		d.pending = nil
 		return Record{}, &UndecodableError{Origin: rec.Origin, Value: append([]byte(nil), rec.Value...), Err: err}
 	}
 	if err != nil {
-		d.err = fmt.Errorf("source: %s: %w", rec.Origin, err)
-		return Record{}, d.err
+		if d.pending == nil {
+			rec.Value = append([]byte(nil), rec.Value...)
+			d.pending = &rec
+		}
+		return Record{}, fmt.Errorf("source: %s: %w", rec.Origin, err)
 	}
+	d.pending = nil
 	d.buf = out
+	if sch != (Schema{}) && (sch != d.lastSchema || rec.Origin.Name != d.lastName) {
+		d.note(rec.Origin.Name, sch)
+	}
 	return Record{Value: out, Origin: rec.Origin}, nil
+}
+
+// note records that the values of input use sch.
+func (d *decoded) note(input string, sch Schema) {
+	d.lastName, d.lastSchema = input, sch
+	for _, s := range d.seen[input] {
+		if s.ID == sch.ID {
+			return
+		}
+	}
+	d.seen[input] = append(d.seen[input], sch)
+}
+
+// decodedKey starts the encoding of a Decoded source's position.
+const decodedKey = `{"filesink_schemas":`
+
+type decodedPosition struct {
+	Schemas map[string][]Schema `json:"filesink_schemas"`
+	Source  json.RawMessage     `json:"source"`
+}
+
+// Position is the wrapped source's, with the schemas seen per input. It
+// fails while a record read is not decoded.
+func (d *decoded) Position() (json.RawMessage, error) {
+	if d.pending != nil {
+		return nil, fmt.Errorf("source: %s: read, and not decoded yet", d.pending.Origin)
+	}
+	pos, err := d.Source.Position()
+	if err != nil || len(d.seen) == 0 || pos == nil {
+		return pos, err // nil: not replayable
+	}
+	return json.Marshal(decodedPosition{Schemas: d.seen, Source: pos})
+}
+
+// SplitDecodedPosition splits a position of a Decoded source into the
+// wrapped source's and the schemas seen per input (nil for a position of
+// another source, returned as it is).
+func SplitDecodedPosition(pos json.RawMessage) (json.RawMessage, map[string][]Schema, error) {
+	if !bytes.HasPrefix(pos, []byte(decodedKey)) {
+		return pos, nil, nil
+	}
+	var p decodedPosition
+	if err := json.Unmarshal(pos, &p); err != nil {
+		return nil, nil, fmt.Errorf("source: a decoded source's position: %w", err)
+	}
+	return p.Source, p.Schemas, nil
 }
 
 // Describe names the source and says its values are decoded.
@@ -105,7 +195,7 @@ type decodedReplayer struct {
 func (d decodedReplayer) Replay(ctx context.Context, input string, runs [][2]int64, fn func(Record) error) error {
 	var buf []byte
 	return d.r.Replay(ctx, input, runs, func(rec Record) error {
-		out, err := d.dec.Decode(ctx, buf[:0], rec.Value)
+		out, _, err := d.dec.Decode(ctx, buf[:0], rec.Value)
 		if errors.Is(err, ErrBadRecord) {
 			return nil
 		}

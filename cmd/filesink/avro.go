@@ -264,10 +264,10 @@ type patientDecoder struct {
 	abort context.Context // set by the run before the pipeline starts
 }
 
-func (p *patientDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, error) {
-	out, err := p.dec.Decode(ctx, dst, value)
+func (p *patientDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, source.Schema, error) {
+	out, sch, err := p.dec.Decode(ctx, dst, value)
 	if err != nil && ctx.Err() != nil && p.abort != nil && p.abort.Err() == nil {
 		return p.dec.Decode(p.abort, dst, value)
 	}
-	return out, err
+	return out, sch, err
 }

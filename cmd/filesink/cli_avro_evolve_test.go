@@ -149,6 +149,10 @@ func testAvroEvolution(t *testing.T, kind string) {
 	if n := count(orderCond{"id >= 400 AND qty IS NULL AND region = 'eu'", func(r orderRow) bool { return r.ID >= 400 && r.Qty == nil && r.Region != nil && *r.Region == "eu" }}); n != 50 {
 		t.Errorf("%d old-version records after the change with the default region, want 50", n)
 	}
+	st := mustRun(t, "state", "--state", filepath.Join(dir, "state"))
+	if !strings.Contains(st.stdout, "schemas: orders/0: v1 (id 1), v2 (id 2)") {
+		t.Errorf("state does not show the schemas seen per partition:\n%s", st.stdout)
+	}
 	if kind != "iceberg" {
 		return // a new process starts part files from the registry's newest schema
 	}

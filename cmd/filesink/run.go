@@ -606,6 +606,10 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 			return err
 		}
 		j.cfg.OpenSource = func(ctx context.Context, pos json.RawMessage) (source.Source, error) {
+			pos, seen, err := source.SplitDecodedPosition(pos)
+			if err != nil {
+				return nil, err
+			}
 			s, err := kafka.Open(ctx, kcfg, pos)
 			if err != nil {
 				return nil, err
@@ -615,7 +619,7 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 				src = f.metrics.WrapKafka(s)
 			}
 			if f.valueDec != nil {
-				src = source.Decoded(src, f.valueDec)
+				src = source.Decoded(src, f.valueDec, seen)
 			}
 			return src, nil
 		}

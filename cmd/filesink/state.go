@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	s3sink "github.com/filesink/filesink/committer/s3"
 	"github.com/filesink/filesink/recovery"
+	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/kafka"
 )
 
@@ -29,7 +34,10 @@ newer format version) is named on a line of its own (on stderr with
 --json) and skipped; the others are printed, and the exit status is then
 1. With --sink iceberg://NAMESPACE.TABLE --warehouse LOCATION (and
 --catalog as the run has it), --state defaults to the table's, and a last
-section shows per lane of the job the newest checkpoint the table holds.`
+section shows per lane of the job the newest checkpoint the table holds.
+A job that decodes its values (--value-format avro) shows per record the
+schemas its values used so far, per partition ("schemas: orders/0: v1 (id
+1), v2 (id 3)").`
 
 func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("state", stateSynopsis, stdout)
@@ -219,6 +227,9 @@ func printRecord(stdout io.Writer, c *recovery.Checkpoint, asJSON bool) error {
 		return nil
 	}
 	fmt.Fprintf(stdout, "checkpoint %d  %s\n  source: %s\n", c.ID, c.Time.Format(time.RFC3339Nano), orNone(c.Source))
+	if seen := schemasOf(c.Source); len(seen) > 0 {
+		fmt.Fprintf(stdout, "  schemas: %s\n", seen)
+	}
 	for _, p := range c.Participants {
 		var st struct {
 			Parts []json.RawMessage `json:"parts"`
@@ -233,6 +244,45 @@ func printRecord(stdout io.Writer, c *recovery.Checkpoint, asJSON bool) error {
 		}
 	}
 	return nil
+}
+
+// schemasSeen are the value schemas a decoded source saw, per input.
+type schemasSeen map[string][]source.Schema
+
+// String is "orders/0: v1 (id 1), v2 (id 3); orders/1: v1 (id 1)", the
+// inputs in order.
+func (s schemasSeen) String() string {
+	var b strings.Builder
+	for i, in := range slices.Sorted(maps.Keys(s)) {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(in + ": ")
+		for j, sch := range s[in] {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(sch.String())
+		}
+	}
+	return b.String()
+}
+
+// schemasOf returns the value schemas a checkpoint's source position
+// records per input (a decoded source's: --value-format avro), under the
+// position's output skip set if it has one; nil when there are none.
+func schemasOf(pos json.RawMessage) schemasSeen {
+	var skip struct {
+		Source json.RawMessage `json:"source"`
+	}
+	if bytes.HasPrefix(pos, []byte(`{"filesink_skip":`)) && json.Unmarshal(pos, &skip) == nil {
+		pos = skip.Source
+	}
+	_, seen, err := source.SplitDecodedPosition(pos)
+	if err != nil {
+		return nil
+	}
+	return seen
 }
 
 func orNone(b json.RawMessage) string {

@@ -289,7 +289,7 @@ func TestDecodedSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := source.Decoded(src, avro.NewDecoder(reg).Values())
+	dec := source.Decoded(src, avro.NewDecoder(reg).Values(), nil)
 	ctx := context.Background()
 	var got []string
 	for {

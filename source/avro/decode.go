@@ -51,22 +51,30 @@ func NewDecoder(reg *Registry) *Decoder { return &Decoder{reg: reg} }
 // schema. Any other error is the registry's (it could not be asked) and
 // says nothing of the record.
 func (d *Decoder) Decode(ctx context.Context, dst, value []byte) ([]byte, int, error) {
+	out, sch, err := d.decode(ctx, dst, value)
+	return out, sch.ID, err
+}
+
+// decode is Decode, naming the schema with its version when Follow knows
+// it.
+func (d *Decoder) decode(ctx context.Context, dst, value []byte) ([]byte, source.Schema, error) {
 	if len(value) < 5 || value[0] != 0 {
-		return dst, 0, ErrNotFramed
+		return dst, source.Schema{}, ErrNotFramed
 	}
 	id := int(binary.BigEndian.Uint32(value[1:5]))
 	ft, err := d.fitOf(ctx, id)
 	if err != nil {
-		return dst, id, err
+		return dst, source.Schema{ID: id}, err
 	}
+	sch := source.Schema{ID: id, Version: ft.version}
 	out, err := AppendJSON(dst, ft.schema, value[5:])
 	if err != nil {
-		return dst, id, fmt.Errorf("%w (schema %d): %v", ErrBadValue, id, err)
+		return dst, sch, fmt.Errorf("%w (schema %d): %v", ErrBadValue, id, err)
 	}
 	if ft.fill != nil && len(out) > len(dst)+2 && out[len(out)-1] == '}' {
 		out = append(append(out[:len(out)-1], ft.fill...), '}')
 	}
-	return out, id, nil
+	return out, sch, nil
 }
 
 // fitOf returns how the values of schema id decode: at once for a schema
@@ -369,10 +377,10 @@ func (d *Decoder) Values() source.ValueDecoder { return values{d} }
 
 type values struct{ d *Decoder }
 
-func (v values) Decode(ctx context.Context, dst, value []byte) ([]byte, error) {
-	out, _, err := v.d.Decode(ctx, dst, value)
+func (v values) Decode(ctx context.Context, dst, value []byte) ([]byte, source.Schema, error) {
+	out, sch, err := v.d.decode(ctx, dst, value)
 	if errors.Is(err, ErrNotFramed) || errors.Is(err, ErrUnknownSchema) || errors.Is(err, ErrBadValue) {
-		return dst, fmt.Errorf("%w: %w", source.ErrBadRecord, err)
+		return dst, sch, fmt.Errorf("%w: %w", source.ErrBadRecord, err)
 	}
-	return out, err
+	return out, sch, err
 }

@@ -74,8 +74,9 @@ type follower struct {
 // JSON of the defaults of the columns the schema lacks (",\"a\":0..."),
 // inserted before the record's closing brace.
 type fit struct {
-	schema avro.Schema
-	fill   []byte
+	schema  avro.Schema
+	fill    []byte
+	version int // under the followed subject; 0: not known
 }
 
 // Follow makes d check every new schema against the columns the records
@@ -148,7 +149,7 @@ func (d *Decoder) admit(ctx context.Context, id int, s avro.Schema) (*fit, error
 			}
 		}
 	}
-	ft := &fit{schema: s}
+	ft := &fit{schema: s, version: to.Version}
 	have := map[string]bool{}
 	for _, x := range w {
 		have[x.Name] = true

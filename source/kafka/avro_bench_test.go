@@ -388,7 +388,7 @@ func BenchmarkAvroKafkaToParquet(b *testing.B) {
 				if err != nil {
 					return nil, err
 				}
-				return source.Decoded(src, dec), nil
+				return source.Decoded(src, dec, nil), nil
 			},
 			Store:              store,
 			Sinks:              []pipeline.Sink{w},

@@ -42,10 +42,10 @@ type countingDecoder struct {
 	c   *ValueCounts
 }
 
-func (d countingDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, error) {
-	out, err := d.dec.Decode(ctx, dst, value)
+func (d countingDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, source.Schema, error) {
+	out, sch, err := d.dec.Decode(ctx, dst, value)
 	if err != nil && errors.Is(err, source.ErrBadRecord) {
 		d.c.decodeErrors.Add(1)
 	}
-	return out, err
+	return out, sch, err
 }
