@@ -32,8 +32,9 @@ var ErrBadValue = errors.New("the value does not decode with its schema")
 // Decoder decodes Confluent-framed Avro values into JSON objects. It is
 // safe for concurrent use (each call has its own reader).
 type Decoder struct {
-	reg  *Registry
-	fits atomic.Pointer[map[int]*fit] // the schemas whose values decode, by id; copied on write
+	reg     *Registry
+	fits    atomic.Pointer[map[int]*fit] // the schemas whose values decode, by id; copied on write
+	writers sync.Pool                    // of *JSONWriter
 
 	mu     sync.Mutex // serializes writes of fits and the follower's decisions
 	follow *follower  // Follow's columns; nil: every schema decodes as it is
@@ -67,7 +68,12 @@ func (d *Decoder) decode(ctx context.Context, dst, value []byte) ([]byte, source
 		return dst, source.Schema{ID: id}, err
 	}
 	sch := source.Schema{ID: id, Version: ft.version}
-	out, err := AppendJSON(dst, ft.schema, value[5:])
+	w, _ := d.writers.Get().(*JSONWriter)
+	if w == nil {
+		w = new(JSONWriter)
+	}
+	out, err := w.Append(dst, ft.schema, value[5:])
+	d.writers.Put(w)
 	if err != nil {
 		return dst, sch, fmt.Errorf("%w (schema %d): %v", ErrBadValue, id, err)
 	}
@@ -117,7 +123,24 @@ func (d *Decoder) setFit(id int, ft *fit) {
 // AppendJSON appends the JSON of the Avro binary body of schema s to dst.
 // A nil error means every byte of body was read.
 func AppendJSON(dst []byte, s avro.Schema, body []byte) ([]byte, error) {
-	r := avro.NewReader(nil, 0).Reset(body)
+	var w JSONWriter
+	return w.Append(dst, s, body)
+}
+
+// JSONWriter is AppendJSON with a reader kept from one call to the next
+// (no allocation per value for it). The zero value is ready. It is not
+// safe for concurrent use.
+type JSONWriter struct {
+	r *avro.Reader
+}
+
+// Append is AppendJSON.
+func (w *JSONWriter) Append(dst []byte, s avro.Schema, body []byte) ([]byte, error) {
+	if w.r == nil {
+		w.r = avro.NewReader(nil, 0)
+	}
+	r := w.r.Reset(body)
+	r.Error = nil
 	out := appendValue(dst, r, s)
 	if r.Error != nil {
 		return dst, r.Error

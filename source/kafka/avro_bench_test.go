@@ -420,9 +420,10 @@ func BenchmarkAvroDecode(b *testing.B) {
 	r := avMemRecords(b)
 	b.Run("json", func(b *testing.B) {
 		var dst []byte
+		var w avro.JSONWriter
 		avDecodeLoop(b, r, func(body []byte) error {
 			var err error
-			dst, err = avro.AppendJSON(dst[:0], r.schema, body)
+			dst, err = w.Append(dst[:0], r.schema, body)
 			return err
 		})
 	})
