@@ -223,6 +223,9 @@ func (f *runFlags) values(ctx context.Context, spec *pipeline.Job, log *slog.Log
 	}
 	_, id, err := reg.Latest(ctx, subject)
 	if err != nil {
+		if errors.Is(err, avro.ErrNotAvro) {
+			return usageError("run: the records' schema: %v", err)
+		}
 		return fmt.Errorf("run: the records' schema: %w", err)
 	}
 	f.avro = &avroColumns{dec: dec, subject: subject, latest: id, pending: true}
@@ -266,7 +269,7 @@ type patientDecoder struct {
 
 func (p *patientDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, source.Schema, error) {
 	out, sch, err := p.dec.Decode(ctx, dst, value)
-	if err != nil && ctx.Err() != nil && p.abort != nil && p.abort.Err() == nil {
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) && p.abort != nil && p.abort.Err() == nil {
 		return p.dec.Decode(p.abort, dst, value)
 	}
 	return out, sch, err

@@ -243,3 +243,38 @@ func avroIcebergCount(t *testing.T, wh string, match func(orderRow) bool) int {
 	}
 	return n
 }
+
+// Values whose schema is Protobuf or JSON Schema (the same wire format)
+// are refused with one line naming the schema's type, at the start when
+// the subject's newest schema is one, during the run otherwise; nothing
+// is written for them.
+func TestAvroOtherSchemaTypes(t *testing.T) {
+	a := newAvroTopic(t)
+	a.produce(t, avroOrder, 0, 10, nil)
+	pid, _, err := a.reg.RegisterSchema("other", sr.Schema{Schema: `syntax = "proto3"; message M { int64 id = 1; }`, Type: sr.TypeProtobuf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := []byte{0, 0, 0, 0, 0, 0} // a Protobuf value: the header and message index 0
+	binary.BigEndian.PutUint32(h[1:5], uint32(pid))
+	a.kc.MustProduce(t, "orders", 0, string(h))
+	dir := t.TempDir()
+	r := cli(t, "run", "--source", "kafka://"+a.kc.Bootstrap()+"/orders", "--bounded", "--value-format", "avro",
+		"--schema-registry", a.reg.URL(), "--sink", filepath.Join(dir, "out"), "--format", "parquet", "--state", filepath.Join(dir, "state"))
+	if r.code == 0 || !strings.Contains(r.stderr, "is PROTOBUF, not Avro") || strings.Count(strings.TrimSpace(lastLine(r.stderr)), "\n") > 0 {
+		t.Errorf("a Protobuf value: want a stop naming its type, got %v", r)
+	}
+	if _, _, err := a.reg.RegisterSchema("orders-value", sr.Schema{Schema: `{"type": "object"}`, Type: sr.TypeJSON}); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(t, "run", "--source", "kafka://"+a.kc.Bootstrap()+"/orders", "--bounded", "--value-format", "avro",
+		"--schema-registry", a.reg.URL(), "--sink", filepath.Join(dir, "out2"), "--format", "parquet")
+	if r.code != 2 || !strings.Contains(r.stderr, "is JSON, not Avro") {
+		t.Errorf("a JSON Schema subject: want a one-line refusal at the start, got %v", r)
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return s[strings.LastIndex(s, "\n")+1:]
+}

@@ -20,6 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
+// ErrNotAvro is wrapped by the error of a schema of another type (JSON
+// Schema, Protobuf) in the same wire format.
+var ErrNotAvro = errors.New("not an Avro schema")
+
 // ErrUnknownSchema is wrapped by the error of a value whose schema id the
 // registry does not have.
 var ErrUnknownSchema = errors.New("schema id unknown to the registry")
@@ -157,7 +161,7 @@ func (r *Registry) Schema(ctx context.Context, id int) (avro.Schema, error) {
 		return nil, err
 	}
 	if got.Type != sr.TypeAvro {
-		return nil, fmt.Errorf("schema %d is %s, not Avro: only Avro values are decoded", id, got.Type)
+		return nil, fmt.Errorf("%w: schema %d is %s, not Avro: only Avro values are decoded", ErrNotAvro, id, got.Type)
 	}
 	if len(got.References) > 0 {
 		return nil, fmt.Errorf("schema %d references other schemas, which is not supported", id)
