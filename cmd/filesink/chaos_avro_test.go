@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -454,7 +455,13 @@ func (c *avroChaos) run() {
 	})
 	c.waitFor(p, "schema change", func() bool { return strings.Contains(p.stderr.String(), avroChanged) })
 	close(switched)
-	time.Sleep(time.Duration(c.rng.IntN(1000)) * time.Millisecond)
+	// Half the time within 50ms of the log line: while the job opens
+	// again (an Iceberg table gets its columns).
+	wait := 1000
+	if c.rng.IntN(2) == 0 {
+		wait = 50
+	}
+	time.Sleep(time.Duration(c.rng.IntN(wait)) * time.Millisecond)
 	c.killed(p, 1, true)
 	for c.kills[1] < avroChaosKills || c.producing() {
 		c.killRun(1)
@@ -462,6 +469,9 @@ func (c *avroChaos) run() {
 	c.finish()
 	t.Logf("%d runs in %v: %d kills while version 1 was produced or read (%d during production), %d after the change (%d during production); %d run(s) logged the change",
 		c.runs, time.Since(start).Round(time.Millisecond), c.kills[0], c.busy[0], c.kills[1], c.busy[1], c.changes)
+	if c.busy[0] < 3 || c.busy[1] < 3 {
+		t.Errorf("%d and %d kills while orders were produced, want at least 3 in each half", c.busy[0], c.busy[1])
+	}
 	if c.changes != 1 {
 		t.Errorf("%d runs logged %q, want the one that saw version 2 arrive", c.changes, avroChanged)
 	}
@@ -618,6 +628,9 @@ func TestChaosKill9AvroS3Parquet(t *testing.T) {
 	}
 	checkAvroChaosRows(t, rows, c.prod.in)
 	checkAvroChaosParquet(t, query, s3c.mirror, c.prod.in)
+	if vout, err := s3c.cli("verify", "--deep", "--sink", s3c.sink); err != nil {
+		t.Errorf("filesink verify --deep: %v\n%s", err, lastLines(vout, 20))
+	}
 }
 
 // avroParquetOut follows the Parquet objects of the S3 sink.
@@ -728,7 +741,8 @@ func TestChaosKill9AvroIceberg(t *testing.T) {
 		"--schema-registry", reg.URL(), "--sink", "iceberg://shop." + avroChaosTopic, "--warehouse", wh,
 		"--checkpoint-interval", "300ms", "--progress", "off"}
 	c.decided = func() *kafkaPos { newest, _ := kafkaDecided(t, stateDir); return newest }
-	c.check = func(int) {}
+	out := &avroIcebergOut{t: t, catalog: filepath.Join(wh, "catalog.db"), seen: map[int64]bool{}}
+	c.check = out.check
 	c.run()
 
 	loc := strings.TrimPrefix(icebergSQLite(filepath.Join(wh, "catalog.db")).metadataLocation(t, "shop", avroChaosTopic), "file://")
@@ -751,6 +765,59 @@ func TestChaosKill9AvroIceberg(t *testing.T) {
 	checkIcebergOnce(t, tbl, localManifests(t, filepath.Join(stateDir, "manifests")))
 	checkNoOrphans(t, tbl, localDataFiles(t, tableDir))
 	checkAvroChaosSchema(t, loc)
+}
+
+// avroIcebergOut follows the table of the Iceberg test.
+type avroIcebergOut struct {
+	t       *testing.T
+	catalog string         // the embedded catalog's database
+	seen    map[int64]bool // the orders in the table after an earlier run
+}
+
+// check reads the table the catalog points at, if there is one yet, with
+// the independent reader: nothing wrong, no order twice, none of an
+// aborted transaction, and every order an earlier run left there still
+// there.
+func (o *avroIcebergOut) check(run int) {
+	t := o.t
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+o.catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var loc string
+	q := "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'shop' AND table_name = ?"
+	if db.QueryRow(q, avroChaosTopic).Scan(&loc) != nil {
+		return // no catalog or no table yet
+	}
+	tbl := icebergtest.MustRead(t, strings.TrimPrefix(loc, "file://"), icebergtest.WithColumns("id", "note"))
+	if len(tbl.Errors) > 0 || len(tbl.DuplicatePaths) > 0 {
+		t.Errorf("after run %d: the reader found %v, paths twice: %v", run, tbl.Errors, tbl.DuplicatePaths)
+	}
+	now := map[int64]bool{}
+	for _, raw := range tbl.Data {
+		r, err := parseAvroChaosRow(string(raw))
+		switch {
+		case err != nil:
+			t.Errorf("after run %d: %v", run, err)
+		case now[r.id]:
+			t.Errorf("after run %d: order %d is in the table twice", run, r.id)
+		case r.note != nil && *r.note == avroChaosAborted:
+			t.Errorf("after run %d: order %d of an aborted transaction is in the table", run, r.id)
+		}
+		now[r.id] = true
+	}
+	gone := 0
+	for id := range o.seen {
+		if !now[id] {
+			gone++
+		}
+	}
+	if gone > 0 {
+		t.Errorf("after run %d: %d orders an earlier run left in the table are gone", run, gone)
+	}
+	o.seen = now
 }
 
 // checkAvroChaosSchema reads the current schema of the table metadata at
