@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // ValueDecoder turns a record's value, as its source read it, into the
@@ -76,8 +77,8 @@ func (e *UndecodableError) Is(target error) bool { return target == ErrBadRecord
 // seen per input (Kafka: per partition) when there are any; seen holds
 // those a checkpoint recorded (SplitDecodedPosition). Replayable and
 // Describe are src's. Not safe for concurrent use, like any Source.
-func Decoded(src Source, dec ValueDecoder, seen map[string][]Schema) Source {
-	d := &decoded{Source: src, dec: dec, seen: map[string][]Schema{}}
+func Decoded(src Source, dec ValueDecoder, seen map[string][]Schema, opts ...DecodeOption) Source {
+	d := &decoded{Source: src, codec: newCodec(dec, opts), seen: map[string][]Schema{}}
 	for k, v := range seen {
 		d.seen[k] = append([]Schema(nil), v...)
 	}
@@ -86,7 +87,7 @@ func Decoded(src Source, dec ValueDecoder, seen map[string][]Schema) Source {
 
 type decoded struct {
 	Source
-	dec     ValueDecoder
+	*codec
 	buf     []byte
 	pending *Record // read, not decoded: a decode error that was not about it
 	seen    map[string][]Schema
@@ -106,7 +107,7 @@ func (d *decoded) Next(ctx context.Context) (Record, error) {
 			return rec, err
 		}
 	}
-	out, sch, err := d.dec.Decode(ctx, d.buf[:0], rec.Value)
+	out, sch, err := d.decode(ctx, d.buf[:0], rec)
 	if errors.Is(err, ErrBadRecord) {
 		d.pending = nil
 		return Record{}, &UndecodableError{Origin: rec.Origin, Value: append([]byte(nil), rec.Value...), Err: err}
@@ -114,6 +115,7 @@ func (d *decoded) Next(ctx context.Context) (Record, error) {
 	if err != nil {
 		if d.pending == nil {
 			rec.Value = append([]byte(nil), rec.Value...)
+			rec.Key = append([]byte(nil), rec.Key...)
 			d.pending = &rec
 		}
 		return Record{}, fmt.Errorf("source: %s: %w", rec.Origin, err)
@@ -180,22 +182,24 @@ func (d *decoded) Describe() string { return d.Source.Describe() + " (values dec
 // records, as the part written first did. A value dec refuses as a bad
 // record is passed over (it went to the dead-letter output, not into a
 // part); dec's other failures end the replay.
-func DecodedReplayer(r Replayer, dec ValueDecoder) Replayer {
+func DecodedReplayer(r Replayer, dec ValueDecoder, opts ...DecodeOption) Replayer {
 	if r == nil {
 		return nil
 	}
-	return decodedReplayer{r: r, dec: dec}
+	return decodedReplayer{r: r, dec: dec, opts: opts}
 }
 
 type decodedReplayer struct {
-	r   Replayer
-	dec ValueDecoder
+	r    Replayer
+	dec  ValueDecoder
+	opts []DecodeOption
 }
 
 func (d decodedReplayer) Replay(ctx context.Context, input string, runs [][2]int64, fn func(Record) error) error {
 	var buf []byte
+	c := newCodec(d.dec, d.opts)
 	return d.r.Replay(ctx, input, runs, func(rec Record) error {
-		out, _, err := d.dec.Decode(ctx, buf[:0], rec.Value)
+		out, _, err := c.decode(ctx, buf[:0], rec)
 		if errors.Is(err, ErrBadRecord) {
 			return nil
 		}
@@ -205,4 +209,58 @@ func (d decodedReplayer) Replay(ctx context.Context, input string, runs [][2]int
 		buf = out
 		return fn(Record{Value: out, Origin: rec.Origin})
 	})
+}
+
+// DecodeOption changes how Decoded and DecodedReplayer decode records.
+type DecodeOption func(*codec)
+
+// WithKeys adds each record's key, decoded by dec, to the decoded value
+// (a JSON object) as its first field, named field; a record without a
+// key gets null. A key dec refuses as a bad record makes the record bad.
+func WithKeys(dec ValueDecoder, field string) DecodeOption {
+	return func(c *codec) { c.keys, c.keyField = dec, field }
+}
+
+// codec decodes a record's value and, with WithKeys, its key. Not safe
+// for concurrent use.
+type codec struct {
+	dec      ValueDecoder
+	keys     ValueDecoder
+	keyField string
+	kbuf     []byte
+	rest     []byte
+}
+
+func newCodec(dec ValueDecoder, opts []DecodeOption) *codec {
+	c := &codec{dec: dec}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// decode appends the decoded record of rec to dst.
+func (c *codec) decode(ctx context.Context, dst []byte, rec Record) ([]byte, Schema, error) {
+	out, sch, err := c.dec.Decode(ctx, dst, rec.Value)
+	if err != nil || c.keys == nil {
+		return out, sch, err
+	}
+	start := len(dst)
+	if len(out) < start+2 || out[start] != '{' {
+		return dst, sch, fmt.Errorf("%w: the value is not an object: the key cannot be added to it", ErrBadRecord)
+	}
+	key := []byte("null")
+	if rec.Key != nil {
+		if c.kbuf, _, err = c.keys.Decode(ctx, c.kbuf[:0], rec.Key); err != nil {
+			return dst, sch, fmt.Errorf("key: %w", err)
+		}
+		key = c.kbuf
+	}
+	c.rest = append(c.rest[:0], out[start+1:]...) // the value's fields and its closing brace
+	out = strconv.AppendQuote(append(out[:start], '{'), c.keyField)
+	out = append(append(out, ':'), key...)
+	if len(c.rest) > 1 {
+		out = append(out, ',')
+	}
+	return append(out, c.rest...), sch, nil
 }

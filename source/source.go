@@ -17,6 +17,9 @@ type Record struct {
 	// only until the next call to Next or Close: the caller copies what it
 	// keeps.
 	Value []byte
+	// Key is a Kafka record's key (nil for other sources, and for a record
+	// without one), valid as long as Value.
+	Key []byte
 	// Origin names the record for error messages ("in/a.txt:17", "gen:42",
 	// "stdin:3"). It is a value, not a string, so that Next does not
 	// allocate; format it with %s or String.

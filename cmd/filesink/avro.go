@@ -24,8 +24,11 @@ import (
 
 // valueFlags are the settings of how a source's record values are read.
 type valueFlags struct {
-	format, registry string
+	format, keyFormat, registry string
 }
+
+// keyColumn is the column --key-format avro writes each record's key in.
+const keyColumn = "key"
 
 func (v *valueFlags) register(fs *flag.FlagSet) {
 	enumVar(fs, &v.format, "value-format", "raw", "kafka: how record values are read (`FORMAT`): raw (as they are: JSON for the bulk formats) or avro "+
@@ -34,6 +37,8 @@ func (v *valueFlags) register(fs *flag.FlagSet) {
 		"keep the password off the command line: give the URL in FILESINK_SCHEMA_REGISTRY or --config, or password_file=FILE; "+
 		"TLS as for kafka://: tls_ca=FILE&tls_cert=FILE&tls_key=FILE&tls_server_name=NAME&tls_insecure=true); "+
 		"while it is unreachable, requests are retried with backoff")
+	enumVar(fs, &v.keyFormat, "key-format", "raw", "kafka, with --value-format avro: how record keys are read (`FORMAT`): raw (not written) or avro "+
+		"(the Confluent wire format, decoded into the first column, "+keyColumn+"; typed from the topic's TOPIC-key subject; a key that does not decode makes the record bad)", "raw", "avro")
 }
 
 // decoder returns the Avro decoder the flags ask for (nil: raw values)
@@ -179,6 +184,7 @@ func registryTLS(q url.Values, scheme string) (*tls.Config, error) {
 // every new schema against them (avro.Decoder.Follow).
 type avroColumns struct {
 	dec     *avro.Decoder
+	reg     *avro.Registry
 	subject string // TOPIC-value
 	latest  int    // the subject's newest schema id at start
 	pending bool   // Follow is still to be called (an Iceberg sink: after reading the table's columns)
@@ -202,6 +208,9 @@ func (f *runFlags) valueSubject() (string, error) {
 // table's columns in setupIceberg).
 func (f *runFlags) values(ctx context.Context, spec *pipeline.Job, log *slog.Logger) error {
 	dec, reg, err := f.value.decoder(f.source, log, f.metrics)
+	if err == nil && dec == nil && f.value.keyFormat == "avro" {
+		err = usageError("run: --key-format avro needs --value-format avro (and --schema-registry)")
+	}
 	if err != nil || dec == nil {
 		return err
 	}
@@ -212,6 +221,10 @@ func (f *runFlags) values(ctx context.Context, spec *pipeline.Job, log *slog.Log
 	f.valueDec = f.patient
 	if f.metrics != nil {
 		f.valueDec, f.valueCounts = f.metrics.Values(f.valueDec)
+	}
+	if f.value.keyFormat == "avro" {
+		f.keyPatient = &patientDecoder{dec: avro.NewDecoder(reg).Values()}
+		f.decodeOpts = []source.DecodeOption{source.WithKeys(f.keyPatient, keyColumn)}
 	}
 	iceberg := spec.Kind() == pipeline.IcebergSink
 	if f.bulk.schema != "" || !(iceberg || spec.IsBulkFormat()) {
@@ -228,7 +241,7 @@ func (f *runFlags) values(ctx context.Context, spec *pipeline.Job, log *slog.Log
 		}
 		return fmt.Errorf("run: the records' schema: %w", err)
 	}
-	f.avro = &avroColumns{dec: dec, subject: subject, latest: id, pending: true}
+	f.avro = &avroColumns{dec: dec, reg: reg, subject: subject, latest: id, pending: true}
 	if iceberg {
 		return nil
 	}
@@ -241,6 +254,16 @@ func (f *runFlags) values(ctx context.Context, spec *pipeline.Job, log *slog.Log
 func (f *runFlags) followRegistry(ctx context.Context, doc []byte, timestampUnit string) error {
 	a := f.avro
 	a.pending = false
+	if f.value.keyFormat == "avro" {
+		subject := strings.TrimSuffix(a.subject, "-value") + "-key"
+		key, id, err := a.reg.Latest(ctx, subject)
+		if err != nil {
+			return fmt.Errorf("run: the records' key schema: %w", err)
+		}
+		if doc, err = avro.KeyColumn(doc, keyColumn, key, timestampUnit); err != nil {
+			return usageError("run: schema %d of subject %s: %v", id, subject, err)
+		}
+	}
 	if err := a.dec.Follow(a.subject, doc, timestampUnit); err != nil {
 		return err
 	}

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	hamba "github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
@@ -277,4 +279,85 @@ func TestAvroOtherSchemaTypes(t *testing.T) {
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	return s[strings.LastIndex(s, "\n")+1:]
+}
+
+// --key-format avro: each record's Avro key lands in the first column,
+// key, typed from the TOPIC-key subject (a struct here); a record without
+// a key gets null, one whose key is not Avro goes to the dead letters.
+func TestAvroKeys(t *testing.T) {
+	a := newAvroTopic(t)
+	const keySchema = `{"type": "record", "name": "K", "fields": [{"name": "customer", "type": "string"}]}`
+	kid, _, err := a.reg.RegisterSchema("orders-key", sr.Schema{Schema: keySchema, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vid, _, err := a.reg.RegisterSchema("orders-value", sr.Schema{Schema: avroOrder, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := func(id int, s string, v any) []byte {
+		body, err := hamba.Marshal(hamba.MustParse(s), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := []byte{0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(h[1:], uint32(id))
+		return append(h, body...)
+	}
+	var recs []*kgo.Record
+	for n := range int64(100) {
+		v := frame(vid, avroOrder, map[string]any{"id": n, "at": time.UnixMilli(1767225600000 + n).UTC(), "price": big.NewRat(n, 100), "note": nil})
+		var k []byte
+		switch {
+		case n == 98:
+			k = []byte("plain") // not Avro: a bad record
+		case n < 98:
+			k = frame(kid, keySchema, map[string]any{"customer": fmt.Sprintf("c%d", n%7)})
+		} // n == 99: no key
+		recs = append(recs, &kgo.Record{Topic: "orders", Partition: 0, Key: k, Value: v})
+	}
+	if err := a.kc.ProduceRecords(context.Background(), recs...); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	common := []string{"--source", "kafka://" + a.kc.Bootstrap() + "/orders", "--bounded", "--value-format", "avro", "--key-format", "avro",
+		"--schema-registry", a.reg.URL(), "--on-bad-record", "skip"}
+	mustRun(t, append([]string{"run", "--sink", out, "--format", "parquet"}, common...)...)
+	got, err := duckDB(t)(fmt.Sprintf(`SELECT count(*) AS n, count(key) AS keyed, typeof(any_value(key)) AS key_type,
+		count(DISTINCT key.customer) AS customers, max(id) FILTER (WHERE key IS NULL) AS unkeyed FROM read_parquet('%s/*.parquet')`, out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"n": "99", "keyed": "98", "key_type": "STRUCT(customer VARCHAR)", "customers": "7", "unkeyed": "99"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("DuckDB reads %v, want %v", got, want)
+	}
+	dead, _ := filepath.Glob(filepath.Join(out, "_dead-letter", "*"))
+	if len(dead) != 1 {
+		t.Fatalf("dead letters %v, want one file", dead)
+	}
+	if b, _ := os.ReadFile(dead[0]); !strings.Contains(string(b), "key: ") || !strings.Contains(string(b), "orders/0:98") {
+		t.Errorf("the dead letter does not name the record and its key: %s", b)
+	}
+
+	wh := filepath.Join(dir, "lake")
+	mustRun(t, append([]string{"run", "--sink", "iceberg://shop.orders", "--warehouse", wh}, common...)...)
+	loc := icebergSQLite(filepath.Join(wh, "catalog.db")).metadataLocation(t, "shop", "orders")
+	tbl := icebergtest.MustRead(t, strings.TrimPrefix(loc, "file://"), icebergtest.WithColumns("id", "key"))
+	keyed := 0
+	for _, row := range tbl.Data {
+		var r struct {
+			Key *struct{ Customer string } `json:"key"`
+		}
+		if err := json.Unmarshal(row, &r); err != nil {
+			t.Fatalf("row %s: %v", row, err)
+		}
+		if r.Key != nil && strings.HasPrefix(r.Key.Customer, "c") {
+			keyed++
+		}
+	}
+	if tbl.Rows != 99 || keyed != 98 {
+		t.Errorf("table: %d rows, %d with their key, want 99 and 98", tbl.Rows, keyed)
+	}
 }

@@ -222,6 +222,7 @@ var enumFlags = map[string]struct {
 	"arrow-compression":   {[]string{"--format", "arrow"}, "none, lz4 or zstd"},
 	"allow-change":        {nil, "one or more of source, sink, format, schema and bucketing, separated by commas"},
 	"value-format":        {nil, "raw or avro"},
+	"key-format":          {nil, "raw or avro"},
 }
 
 // TestEnumFlagsRefused: a word a flag does not take is refused in one line

@@ -156,13 +156,15 @@ type runFlags struct {
 	resumeFromOutput                                             bool
 	config, metricsAddr                                          string
 
-	cmdline     map[string]bool      // the flags given on the command line
-	icebergJob  *icebergJob          // group mode: the open catalog of an iceberg:// sink
-	valueDec    source.ValueDecoder  // --value-format avro: the records' decoder (nil: raw values)
-	avro        *avroColumns         // columns that follow the registry (nil: --schema or raw values)
-	valueCounts *metrics.ValueCounts // with --metrics-addr and decoded values
-	patient     *patientDecoder      // the decoder under valueDec, waiting for the registry
-	metrics     *metrics.Metrics     // nil without --metrics-addr
+	cmdline     map[string]bool       // the flags given on the command line
+	icebergJob  *icebergJob           // group mode: the open catalog of an iceberg:// sink
+	valueDec    source.ValueDecoder   // --value-format avro: the records' decoder (nil: raw values)
+	avro        *avroColumns          // columns that follow the registry (nil: --schema or raw values)
+	valueCounts *metrics.ValueCounts  // with --metrics-addr and decoded values
+	patient     *patientDecoder       // the decoder under valueDec, waiting for the registry
+	keyPatient  *patientDecoder       // --key-format avro: the keys' decoder
+	decodeOpts  []source.DecodeOption // --key-format avro: the keys into the records
+	metrics     *metrics.Metrics      // nil without --metrics-addr
 }
 
 // register defines the run flags on fs.
@@ -398,8 +400,10 @@ func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	job.cfg.Stop = stopOnSignal(ctx, cancel, sig, log)
-	if pd := f.patient; pd != nil {
-		pd.abort = ctx // a decode waiting for the registry ends at an abort only
+	for _, pd := range []*patientDecoder{f.patient, f.keyPatient} {
+		if pd != nil {
+			pd.abort = ctx // a decode waiting for the registry ends at an abort only
+		}
 	}
 	prog := newProgress(stderr, f.progress, f.source)
 	job.cfg.Progress = prog.update
@@ -619,12 +623,12 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 				src = f.metrics.WrapKafka(s)
 			}
 			if f.valueDec != nil {
-				src = source.Decoded(src, f.valueDec, seen)
+				src = source.Decoded(src, f.valueDec, seen, f.decodeOpts...)
 			}
 			return src, nil
 		}
 		if f.valueDec != nil {
-			j.replayer = source.DecodedReplayer(j.replayer, f.valueDec)
+			j.replayer = source.DecodedReplayer(j.replayer, f.valueDec, f.decodeOpts...)
 		}
 	} else {
 		if p, ok := source.LocalPath(srcURI); ok {

@@ -161,3 +161,32 @@ func (m mapper) primitive(path string, s *avro.PrimitiveSchema) (string, error) 
 	}
 	return "", fmt.Errorf("field %s: an Avro %s has no column type", path, s.Type())
 }
+
+// KeyColumn returns the bulk formats' schema document doc (nil: none)
+// with a nullable column name for the records' keys of schema key first,
+// mapped as SchemaDoc maps a field (timestampUnit likewise). A doc that
+// has the column already is returned as it is (a table written with keys
+// before).
+func KeyColumn(doc []byte, name string, key avro.Schema, timestampUnit string) ([]byte, error) {
+	var parsed struct {
+		Fields []docField `json:"fields"`
+	}
+	if doc != nil {
+		if err := json.Unmarshal(doc, &parsed); err != nil {
+			return nil, fmt.Errorf("avro: the columns' schema document: %w", err)
+		}
+	}
+	for _, f := range parsed.Fields {
+		if f.Name == name {
+			return doc, nil
+		}
+	}
+	col, err := mapper{tsUnit: timestampUnit}.field(name, name, key)
+	if err != nil {
+		return nil, fmt.Errorf("the key schema: %v", err)
+	}
+	col.Nullable = true // a record without a key
+	return json.Marshal(struct {
+		Fields []docField `json:"fields"`
+	}{append([]docField{col}, parsed.Fields...)})
+}

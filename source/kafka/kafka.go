@@ -468,7 +468,7 @@ func (s *Source) Next(ctx context.Context) (source.Record, error) {
 				if r.Attrs.IsControl() {
 					continue
 				}
-				return source.Record{Value: r.Value, Origin: source.Origin{Name: p.name, Num: r.Offset}}, nil
+				return source.Record{Value: r.Value, Key: r.Key, Origin: source.Origin{Name: p.name, Num: r.Offset}}, nil
 			}
 			b.recs = nil
 			s.bi++

@@ -516,7 +516,7 @@ func (l *LaneSource) Next(ctx context.Context) (source.Record, error) {
 		if r.Attrs.IsControl() {
 			continue
 		}
-		return source.Record{Value: r.Value, Origin: source.Origin{Name: l.name, Num: r.Offset}}, nil
+		return source.Record{Value: r.Value, Key: r.Key, Origin: source.Origin{Name: l.name, Num: r.Offset}}, nil
 	}
 }
 

@@ -158,7 +158,7 @@ func (r *Replayer) fetch(ctx context.Context, opts []kgo.Opt, input, topic strin
 				at++
 			}
 			if rec.Offset >= runs[at][0] {
-				fnErr = fn(source.Record{Value: rec.Value, Origin: source.Origin{Name: input, Num: rec.Offset}})
+				fnErr = fn(source.Record{Value: rec.Value, Key: rec.Key, Origin: source.Origin{Name: input, Num: rec.Offset}})
 			}
 		})
 		if fnErr != nil {
