@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,17 +72,11 @@ func (a *avroTopic) produce(t *testing.T, schema string, from, to int64, extra f
 	s := hamba.MustParse(schema)
 	var vals []string
 	for n := from; n < to; n++ {
-		m := map[string]any{"id": n, "at": time.UnixMilli(1767225600000 + n).UTC(), "price": big.NewRat(n, 100), "note": nil}
+		m := avroOrderOf(n)
 		if extra != nil {
 			extra(n, m)
 		}
-		body, err := hamba.Marshal(s, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := []byte{0, 0, 0, 0, 0}
-		binary.BigEndian.PutUint32(h[1:], uint32(id))
-		vals = append(vals, string(append(h, body...)))
+		vals = append(vals, string(avroFrame(t, id, s, m)))
 	}
 	a.kc.MustProduce(t, "orders", 0, vals...)
 }
@@ -295,18 +288,10 @@ func TestAvroKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame := func(id int, s string, v any) []byte {
-		body, err := hamba.Marshal(hamba.MustParse(s), v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := []byte{0, 0, 0, 0, 0}
-		binary.BigEndian.PutUint32(h[1:], uint32(id))
-		return append(h, body...)
-	}
+	frame := func(id int, s string, v any) []byte { return avroFrame(t, id, hamba.MustParse(s), v) }
 	var recs []*kgo.Record
 	for n := range int64(100) {
-		v := frame(vid, avroOrder, map[string]any{"id": n, "at": time.UnixMilli(1767225600000 + n).UTC(), "price": big.NewRat(n, 100), "note": nil})
+		v := frame(vid, avroOrder, avroOrderOf(n))
 		var k []byte
 		switch {
 		case n == 98:

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,13 +41,7 @@ func TestAvroRegistryOutage(t *testing.T) {
 		var vals []string
 		for i := range per {
 			n := int64(p)*per + int64(i)
-			body, err := hamba.Marshal(s, map[string]any{"id": n, "at": time.UnixMilli(1767225600000 + n).UTC(), "price": big.NewRat(n, 100), "note": nil})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := []byte{0, 0, 0, 0, 0}
-			binary.BigEndian.PutUint32(h[1:], uint32(id))
-			vals = append(vals, string(append(h, body...)))
+			vals = append(vals, string(avroFrame(t, id, s, avroOrderOf(n))))
 		}
 		kc.MustProduce(t, "orders", p, vals...)
 	}

@@ -45,14 +45,7 @@ func TestAvroFromRegistry(t *testing.T) {
 		var vals []string
 		for i := range per {
 			n := int64(p)*per + int64(i)
-			body, err := hamba.Marshal(s, map[string]any{"id": n, "at": time.UnixMilli(1767225600000 + n).UTC(),
-				"price": big.NewRat(n, 100), "note": nil})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := []byte{0, 0, 0, 0, 0}
-			binary.BigEndian.PutUint32(h[1:], uint32(id))
-			vals = append(vals, string(append(h, body...)))
+			vals = append(vals, string(avroFrame(t, id, s, avroOrderOf(n))))
 		}
 		if p == 0 {
 			vals = append(vals, `{"id": -1}`) // not Avro
@@ -100,6 +93,23 @@ func TestAvroFromRegistry(t *testing.T) {
 	if len(tbl.Errors) > 0 || tbl.Rows != 2*per || len(ids) != 2*per {
 		t.Errorf("table: %d rows, %d distinct ids, errors %v", tbl.Rows, len(ids), tbl.Errors)
 	}
+}
+
+// avroFrame is v in the Confluent wire format with schema s of id.
+func avroFrame(t testing.TB, id int, s hamba.Schema, v any) []byte {
+	t.Helper()
+	body, err := hamba.Marshal(s, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := []byte{0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(h[1:], uint32(id))
+	return append(h, body...)
+}
+
+// avroOrderOf is order n of the schema avroOrder.
+func avroOrderOf(n int64) map[string]any {
+	return map[string]any{"id": n, "at": time.UnixMilli(1767225600000 + n).UTC(), "price": big.NewRat(n, 100), "note": nil}
 }
 
 // --value-format mistakes, each one line.
@@ -193,13 +203,7 @@ func TestAvroEveryType(t *testing.T) {
 	kc := kafkatest.Start(t, kafkatest.Topic{Name: "every", Partitions: 1})
 	var vals []string
 	for i := range int64(3) {
-		body, err := hamba.Marshal(s, everyRecord(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := []byte{0, 0, 0, 0, 0}
-		binary.BigEndian.PutUint32(h[1:], uint32(id))
-		vals = append(vals, string(append(h, body...)))
+		vals = append(vals, string(avroFrame(t, id, s, everyRecord(i))))
 	}
 	kc.MustProduce(t, "every", 0, vals...)
 	dir := t.TempDir()

@@ -94,19 +94,8 @@ func (c *converter) list(p *parser, n *node, b array.Builder, depth int) error {
 		if err := c.value(p, n.elem, vb, depth+1); err != nil {
 			return err
 		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return syntaxErr(p, "unexpected end of input in array")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-			p.ws()
-		case ']':
-			p.i++
-			return nil
-		default:
-			return syntaxErr(p, "expected ',' or ']' in array")
+		if done, err := p.sep(']', "array"); done || err != nil {
+			return err
 		}
 	}
 }
@@ -156,19 +145,8 @@ func (c *converter) mapValue(p *parser, n *node, b array.Builder, depth int) err
 		if err := c.value(p, n.elem, ib, depth+1); err != nil {
 			return err
 		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return syntaxErr(p, "unexpected end of input in object")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-			p.ws()
-		case '}':
-			p.i++
-			return nil
-		default:
-			return syntaxErr(p, "expected ',' or '}' in object")
+		if done, err := p.sep('}', "object"); done || err != nil {
+			return err
 		}
 	}
 }
@@ -289,19 +267,8 @@ func (c *converter) structMembers(p *parser, n *node, check bool, depth int, see
 		if err != nil {
 			return err
 		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return syntaxErr(p, "unexpected end of input in object")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-			p.ws()
-		case '}':
-			p.i++
-			return nil
-		default:
-			return syntaxErr(p, "expected ',' or '}' in object")
+		if done, err := p.sep('}', "object"); done || err != nil {
+			return err
 		}
 	}
 }
@@ -665,4 +632,24 @@ func timeIn(t time.Time, u arrow.TimeUnit) (int64, bool) {
 
 func unitName(u arrow.TimeUnit) string {
 	return [...]string{"seconds", "milliseconds", "microseconds", "nanoseconds"}[u]
+}
+
+// sep reads what follows an element or member of the array or object
+// (what) that close ends: a comma, then more (done false), or close
+// (done true).
+func (p *parser) sep(close byte, what string) (done bool, err error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return false, syntaxErr(p, "unexpected end of input in "+what)
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		p.ws()
+		return false, nil
+	case close:
+		p.i++
+		return true, nil
+	}
+	return false, syntaxErr(p, "expected ',' or '"+string(close)+"' in "+what)
 }
