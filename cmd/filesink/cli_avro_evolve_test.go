@@ -146,7 +146,7 @@ func testAvroEvolution(t *testing.T, kind string) {
 	}
 	st := mustRun(t, "state", "--state", filepath.Join(dir, "state"))
 	if !strings.Contains(st.stdout, "schemas: orders/0: v1 (id 1), v2 (id 2)") {
-		t.Errorf("state does not show the schemas seen per partition:\n%s", st.stdout)
+		t.Errorf("state does not show the schemas seen per partition:\n%s\nrun stderr:\n%s", st.stdout, r.stderr)
 	}
 	if kind != "iceberg" {
 		return // a new process starts part files from the registry's newest schema

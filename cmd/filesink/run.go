@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -308,10 +309,13 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
 		return f.runGroup(ctx, spec, set, log, stderr, sig)
 	}
-	warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
+	// After the job is built (a mistake in the flags comes first), once.
+	warn := sync.OnceFunc(func() {
+		warnPasswords(stderr, "run", f.cmdline, map[string]string{"source": f.source, "sink": f.sink, "schema-registry": f.value.registry})
+	})
 	base := *f
 	for {
-		err := f.buildAndRun(ctx, spec, log, stdin, stderr, sig, set)
+		err := f.buildAndRun(ctx, spec, log, stdin, stderr, sig, set, warn)
 		var ch *avro.ChangeError
 		if !errors.As(err, &ch) {
 			return err
@@ -330,7 +334,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 }
 
 // buildAndRun builds the job of the sink's kind and runs it.
-func (f *runFlags) buildAndRun(ctx context.Context, spec *pipeline.Job, log *slog.Logger, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal, set map[string]bool) error {
+func (f *runFlags) buildAndRun(ctx context.Context, spec *pipeline.Job, log *slog.Logger, stdin io.Reader, stderr io.Writer, sig <-chan os.Signal, set map[string]bool, built func()) error {
 	var job *job
 	var err error
 	switch spec.Kind() {
@@ -346,6 +350,7 @@ func (f *runFlags) buildAndRun(ctx context.Context, spec *pipeline.Job, log *slo
 	if err != nil {
 		return err
 	}
+	built()
 	return f.run(ctx, job, spec, log, stderr, sig)
 }
 

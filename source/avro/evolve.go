@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hamba/avro/v2"
 
@@ -267,6 +268,10 @@ func defaultJSON(f *avro.Field) ([]byte, bool) {
 // registry does not list it there or cannot say (it only names the
 // schema in messages).
 func (r *Registry) versionOf(ctx context.Context, subject string, id int) int {
+	// Not bounded by ctx, which may be a read's short wait for the next
+	// record: the version is asked once per schema.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	vs, err := r.cl.SchemaVersionsByID(ctx, id)
 	if err != nil {
 		return 0
