@@ -258,3 +258,12 @@ func decodePosition(raw json.RawMessage) (json.RawMessage, *skipState, error) {
 	}
 	return p.Source, newSkipState(p.Skip), nil
 }
+
+// SourcePosition returns the source's position in a checkpoint record's
+// position (recovery.Checkpoint.Source), without what the pipeline keeps
+// around it (the records to drop with ResumeFromOutput). A nil error
+// means raw is a position Run wrote.
+func SourcePosition(raw json.RawMessage) (json.RawMessage, error) {
+	pos, _, err := decodePosition(raw)
+	return pos, err
+}

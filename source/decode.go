@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // ValueDecoder turns a record's value, as its source read it, into the
@@ -108,6 +107,11 @@ func (d *decoded) Next(ctx context.Context) (Record, error) {
 		}
 	}
 	out, sch, err := d.decode(ctx, d.buf[:0], rec)
+	if err != nil && d.within != nil && d.within.Err() == nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// Next's context ended while the decoder waited (a registry
+		// that cannot be reached): the record is read, go on waiting.
+		out, sch, err = d.decode(d.within, d.buf[:0], rec)
+	}
 	if errors.Is(err, ErrBadRecord) {
 		d.pending = nil
 		return Record{}, &UndecodableError{Origin: rec.Origin, Value: append([]byte(nil), rec.Value...), Err: err}
@@ -214,21 +218,34 @@ func (d decodedReplayer) Replay(ctx context.Context, input string, runs [][2]int
 // DecodeOption changes how Decoded and DecodedReplayer decode records.
 type DecodeOption func(*codec)
 
+// DecodeWithin makes Decoded decode a record it has read within ctx
+// rather than Next's context alone: a Next whose context ends while the
+// decoder waits (a schema registry that cannot be reached; a pipeline
+// bounds its wait for the next record, and ends it at a graceful stop)
+// goes on decoding under ctx, which only ends with the run, so that the
+// next batch does not wait for a record left pending. DecodedReplayer
+// ignores it.
+func DecodeWithin(ctx context.Context) DecodeOption {
+	return func(c *codec) { c.within = ctx }
+}
+
 // WithKeys adds each record's key, decoded by dec, to the decoded value
 // (a JSON object) as its first field, named field; a record without a
 // key gets null. A key dec refuses as a bad record makes the record bad.
 func WithKeys(dec ValueDecoder, field string) DecodeOption {
-	return func(c *codec) { c.keys, c.keyField = dec, field }
+	name, _ := json.Marshal(field) // a string always marshals
+	return func(c *codec) { c.keys, c.keyName = dec, append(name, ':') }
 }
 
 // codec decodes a record's value and, with WithKeys, its key. Not safe
 // for concurrent use.
 type codec struct {
-	dec      ValueDecoder
-	keys     ValueDecoder
-	keyField string
-	kbuf     []byte
-	rest     []byte
+	dec     ValueDecoder
+	keys    ValueDecoder
+	keyName []byte          // the JSON of the key's field name and its colon
+	within  context.Context // DecodeWithin
+	kbuf    []byte
+	rest    []byte
 }
 
 func newCodec(dec ValueDecoder, opts []DecodeOption) *codec {
@@ -257,8 +274,7 @@ func (c *codec) decode(ctx context.Context, dst []byte, rec Record) ([]byte, Sch
 		key = c.kbuf
 	}
 	c.rest = append(c.rest[:0], out[start+1:]...) // the value's fields and its closing brace
-	out = strconv.AppendQuote(append(out[:start], '{'), c.keyField)
-	out = append(append(out, ':'), key...)
+	out = append(append(append(out[:start], '{'), c.keyName...), key...)
 	if len(c.rest) > 1 {
 		out = append(out, ',')
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/filesink/filesink/source"
@@ -87,5 +88,56 @@ func TestDecodedPendingAndSchemas(t *testing.T) {
 	}
 	if p, s, err := source.SplitDecodedPosition(want); err != nil || s != nil || string(p) != string(want) {
 		t.Errorf("a plain position split: %s, %v, %v", p, s, err)
+	}
+}
+
+// waitDecoder says it waits (once), then waits for release, or for its
+// context to end.
+type waitDecoder struct {
+	waiting chan struct{}
+	once    *sync.Once
+	release chan struct{}
+}
+
+func (d waitDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, source.Schema, error) {
+	d.once.Do(func() { close(d.waiting) })
+	select {
+	case <-d.release:
+		return append(dst, value...), source.Schema{}, nil
+	case <-ctx.Done():
+		return dst, source.Schema{}, fmt.Errorf("registry unreachable: %w", ctx.Err())
+	}
+}
+
+// With DecodeWithin, a Next whose context ends while the decoder waits
+// goes on waiting under the given context and returns the record; without
+// it, the record stays pending.
+func TestDecodeWithin(t *testing.T) {
+	for _, within := range []bool{false, true} {
+		src, err := source.NewReader(strings.NewReader("r1\n"), "in")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := waitDecoder{waiting: make(chan struct{}), once: new(sync.Once), release: make(chan struct{})}
+		var opts []source.DecodeOption
+		if within {
+			opts = append(opts, source.DecodeWithin(context.Background()))
+		}
+		d := source.Decoded(src, dec, nil, opts...)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-dec.waiting
+			cancel() // Next's context ends while the decoder waits ...
+			if within {
+				close(dec.release) // ... then the registry answers
+			}
+		}()
+		rec, err := d.Next(ctx)
+		switch {
+		case within && (err != nil || string(rec.Value) != "r1"):
+			t.Errorf("with DecodeWithin: %q, %v; want the record", rec.Value, err)
+		case !within && !errors.Is(err, context.Canceled):
+			t.Errorf("without DecodeWithin: %v; want Next's context's error", err)
+		}
 	}
 }

@@ -217,14 +217,12 @@ func (f *runFlags) values(ctx context.Context, spec *pipeline.Job, log *slog.Log
 	if spec.Group != "" {
 		return usageError("run: --value-format avro does not apply in group mode yet")
 	}
-	f.patient = &patientDecoder{dec: dec.Values()}
-	f.valueDec = f.patient
+	f.valueDec = dec.Values()
 	if f.metrics != nil {
 		f.valueDec, f.valueCounts = f.metrics.Values(f.valueDec)
 	}
 	if f.value.keyFormat == "avro" {
-		f.keyPatient = &patientDecoder{dec: avro.NewDecoder(reg).Values()}
-		f.decodeOpts = []source.DecodeOption{source.WithKeys(f.keyPatient, keyColumn)}
+		f.decodeOpts = []source.DecodeOption{source.WithKeys(avro.NewDecoder(reg).Values(), keyColumn)}
 	}
 	iceberg := spec.Kind() == pipeline.IcebergSink
 	if f.bulk.schema != "" || !(iceberg || spec.IsBulkFormat()) {
@@ -277,23 +275,4 @@ func (f *runFlags) followRegistry(ctx context.Context, doc []byte, timestampUnit
 	}
 	f.bulk.doc = doc
 	return nil
-}
-
-// patientDecoder decodes with dec. A decode cut short by its context (the
-// pipeline's wait for the next record, which is bounded, or a graceful
-// stop) while the registry is unreachable is done again with abort, the
-// run's context, which only an abort (a second signal) ends: a record
-// read from the source is never left undecoded, which would put the
-// checkpoint's source position past a record the sinks never got.
-type patientDecoder struct {
-	dec   source.ValueDecoder
-	abort context.Context // set by the run before the pipeline starts
-}
-
-func (p *patientDecoder) Decode(ctx context.Context, dst, value []byte) ([]byte, source.Schema, error) {
-	out, sch, err := p.dec.Decode(ctx, dst, value)
-	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) && p.abort != nil && p.abort.Err() == nil {
-		return p.dec.Decode(p.abort, dst, value)
-	}
-	return out, sch, err
 }

@@ -162,8 +162,6 @@ type runFlags struct {
 	valueDec    source.ValueDecoder   // --value-format avro: the records' decoder (nil: raw values)
 	avro        *avroColumns          // columns that follow the registry (nil: --schema or raw values)
 	valueCounts *metrics.ValueCounts  // with --metrics-addr and decoded values
-	patient     *patientDecoder       // the decoder under valueDec, waiting for the registry
-	keyPatient  *patientDecoder       // --key-format avro: the keys' decoder
 	decodeOpts  []source.DecodeOption // --key-format avro: the keys into the records
 	metrics     *metrics.Metrics      // nil without --metrics-addr
 }
@@ -405,11 +403,6 @@ func (f *runFlags) run(ctx context.Context, job *job, spec *pipeline.Job, log *s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	job.cfg.Stop = stopOnSignal(ctx, cancel, sig, log)
-	for _, pd := range []*patientDecoder{f.patient, f.keyPatient} {
-		if pd != nil {
-			pd.abort = ctx // a decode waiting for the registry ends at an abort only
-		}
-	}
 	prog := newProgress(stderr, f.progress, f.source)
 	job.cfg.Progress = prog.update
 	if m := f.metrics; m != nil {
@@ -628,7 +621,10 @@ func (f *runFlags) common(j *job, log *slog.Logger, stdin io.Reader, set map[str
 				src = f.metrics.WrapKafka(s)
 			}
 			if f.valueDec != nil {
-				src = source.Decoded(src, f.valueDec, seen, f.decodeOpts...)
+				// A record read waits for the registry until the run
+				// ends, not only within the pipeline's wait for it.
+				opts := append([]source.DecodeOption{source.DecodeWithin(ctx)}, f.decodeOpts...)
+				src = source.Decoded(src, f.valueDec, seen, opts...)
 			}
 			return src, nil
 		}

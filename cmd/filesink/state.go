@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	s3sink "github.com/filesink/filesink/committer/s3"
+	"github.com/filesink/filesink/pipeline"
 	"github.com/filesink/filesink/recovery"
 	"github.com/filesink/filesink/source"
 	"github.com/filesink/filesink/source/kafka"
@@ -272,11 +272,9 @@ func (s schemasSeen) String() string {
 // records per input (a decoded source's: --value-format avro), under the
 // position's output skip set if it has one; nil when there are none.
 func schemasOf(pos json.RawMessage) schemasSeen {
-	var skip struct {
-		Source json.RawMessage `json:"source"`
-	}
-	if bytes.HasPrefix(pos, []byte(`{"filesink_skip":`)) && json.Unmarshal(pos, &skip) == nil {
-		pos = skip.Source
+	pos, err := pipeline.SourcePosition(pos)
+	if err != nil {
+		return nil
 	}
 	_, seen, err := source.SplitDecodedPosition(pos)
 	if err != nil {

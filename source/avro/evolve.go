@@ -89,14 +89,9 @@ type fit struct {
 // *ChangeError once; one that cannot fit them an *IncompatibleError.
 func (d *Decoder) Follow(subject string, doc []byte, timestampUnit string) error {
 	f := &follower{subject: subject, unit: timestampUnit, defaults: map[string]json.RawMessage{}}
-	if doc != nil {
-		var parsed struct {
-			Fields []docField `json:"fields"`
-		}
-		if err := json.Unmarshal(doc, &parsed); err != nil {
-			return fmt.Errorf("avro: the columns' schema document: %w", err)
-		}
-		f.fields = parsed.Fields
+	var err error
+	if f.fields, err = parseDoc(doc); err != nil {
+		return err
 	}
 	d.follow = f
 	return nil
@@ -189,11 +184,7 @@ func (d *Decoder) admit(ctx context.Context, id int, s avro.Schema) (*fit, error
 	return ft, &ChangeError{Subject: f.subject, From: from, To: to, Added: added, Doc: doc}
 }
 
-func (f *follower) doc() ([]byte, error) {
-	return json.Marshal(struct {
-		Fields []docField `json:"fields"`
-	}{f.fields})
-}
+func (f *follower) doc() ([]byte, error) { return marshalDoc(f.fields) }
 
 // mergeFields returns the columns out with the fields of w they lack
 // (nullable: earlier records have no value), and the names added; or the

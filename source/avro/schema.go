@@ -42,9 +42,28 @@ func SchemaDoc(s avro.Schema, timestampUnit string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return marshalDoc(fields)
+}
+
+// marshalDoc is the schema document of fields.
+func marshalDoc(fields []docField) ([]byte, error) {
 	return json.Marshal(struct {
 		Fields []docField `json:"fields"`
 	}{fields})
+}
+
+// parseDoc returns the fields of the schema document doc (nil: none).
+func parseDoc(doc []byte) ([]docField, error) {
+	if doc == nil {
+		return nil, nil
+	}
+	var parsed struct {
+		Fields []docField `json:"fields"`
+	}
+	if err := json.Unmarshal(doc, &parsed); err != nil {
+		return nil, fmt.Errorf("avro: the columns' schema document: %w", err)
+	}
+	return parsed.Fields, nil
 }
 
 func deref(s avro.Schema) avro.Schema {
@@ -168,15 +187,11 @@ func (m mapper) primitive(path string, s *avro.PrimitiveSchema) (string, error) 
 // has the column already is returned as it is (a table written with keys
 // before).
 func KeyColumn(doc []byte, name string, key avro.Schema, timestampUnit string) ([]byte, error) {
-	var parsed struct {
-		Fields []docField `json:"fields"`
+	fields, err := parseDoc(doc)
+	if err != nil {
+		return nil, err
 	}
-	if doc != nil {
-		if err := json.Unmarshal(doc, &parsed); err != nil {
-			return nil, fmt.Errorf("avro: the columns' schema document: %w", err)
-		}
-	}
-	for _, f := range parsed.Fields {
+	for _, f := range fields {
 		if f.Name == name {
 			return doc, nil
 		}
@@ -186,7 +201,5 @@ func KeyColumn(doc []byte, name string, key avro.Schema, timestampUnit string) (
 		return nil, fmt.Errorf("the key schema: %v", err)
 	}
 	col.Nullable = true // a record without a key
-	return json.Marshal(struct {
-		Fields []docField `json:"fields"`
-	}{append([]docField{col}, parsed.Fields...)})
+	return marshalDoc(append([]docField{col}, fields...))
 }
